@@ -1,0 +1,170 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""All-or-nothing activation of the drop-ins, guarded by fingerprints.
+
+activate() first resolves and checks every target of every selected fix
+against the fingerprints recorded for the running nova's series; only when
+all of them match does it patch, so an unknown original leaves nova exactly
+as it was. deactivate() puts back the very objects it took out.
+"""
+
+import importlib
+import inspect
+import logging
+import threading
+
+from nova_fixes import errors
+from nova_fixes import fingerprint
+from nova_fixes import registry
+
+LOG = logging.getLogger(__name__)
+
+_lock = threading.Lock()
+# target path -> (owner, name, original __dict__ entry or _MISSING)
+_applied = {}
+_active_bugs = []
+_MISSING = object()
+
+
+def nova_version():
+    from nova import version
+    return version.version_string()
+
+
+def series_of(version):
+    """The series name of a nova version string, or UnsupportedNova."""
+    try:
+        major = int(str(version).split('.')[0])
+    except ValueError:
+        major = None
+    if major not in registry.SERIES_BY_MAJOR:
+        raise errors.UnsupportedNova(version, registry.SUPPORTED_SERIES)
+    return registry.SERIES_BY_MAJOR[major]
+
+
+def _resolve(path):
+    """(owner object, attribute name) of a ``module:a.b`` path."""
+    module_name, attribute = path.split(':')
+    owner = importlib.import_module(module_name)
+    *parents, name = attribute.split('.')
+    for parent in parents:
+        owner = getattr(owner, parent)
+    return owner, name
+
+
+def _check(target, series, recorded):
+    """Raise TargetMismatch unless the live target is the recorded one."""
+    expected = recorded.get(series, {}).get(target.path)
+    if expected is None:
+        raise errors.TargetMismatch(
+            target.path, series,
+            'no original is recorded for this series')
+    owner, name = _resolve(target.path)
+    present = name in vars(owner)
+    if target.new:
+        if present:
+            raise errors.TargetMismatch(
+                target.path, series,
+                'nova already defines it; the fix may be merged already')
+        return owner, name
+    actual = fingerprint.of_installed(target)
+    if actual != expected:
+        raise errors.TargetMismatch(
+            target.path, series,
+            'fingerprint %s, expected %s' % (actual, expected))
+    live = inspect.unwrap(getattr(owner, name))
+    source = fingerprint.module_file(target.module)
+    code = getattr(live, '__code__', None)
+    if not present or code is None or code.co_filename != source:
+        raise errors.TargetMismatch(
+            target.path, series,
+            'the live object is not the one defined in %s; something else '
+            'has replaced it' % source)
+    return owner, name
+
+
+def _replacement(target):
+    owner, name = _resolve(target.replacement)
+    return vars(owner)[name] if name in vars(owner) else getattr(owner, name)
+
+
+def _select(bugs):
+    if bugs is None:
+        return list(registry.FIXES)
+    return [registry.get_fix(bug) for bug in bugs]
+
+
+def activate(bugs=None):
+    """Activate the drop-ins of the given fixes (default: all of them).
+
+    Idempotent: fixes already active are left as they are. Returns the bug
+    ids this call activated.
+
+    :raises UnsupportedNova: the running nova is not of a supported series
+    :raises TargetMismatch: a target's original is not the recorded one;
+        nothing is patched then
+    """
+    with _lock:
+        fixes = [fix for fix in _select(bugs)
+                 if fix.bug not in _active_bugs]
+        if not fixes:
+            return []
+        series = series_of(nova_version())
+        recorded = fingerprint.recorded()
+        plan = []
+        for fix in fixes:
+            for target in fix.targets:
+                owner, name = _check(target, series, recorded)
+                plan.append((target, owner, name, _replacement(target)))
+        for target, owner, name, new in plan:
+            _applied[target.path] = (owner, name,
+                                     vars(owner).get(name, _MISSING))
+            setattr(owner, name, new)
+        _active_bugs.extend(fix.bug for fix in fixes)
+        LOG.info('nova-fixes: activated fixes for bugs %s on nova %s',
+                 ', '.join(str(fix.bug) for fix in fixes), series)
+        return [fix.bug for fix in fixes]
+
+
+def deactivate():
+    """Undo every activation: the original objects are put back."""
+    with _lock:
+        for path in reversed(list(_applied)):
+            owner, name, original = _applied.pop(path)
+            if original is _MISSING:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
+        bugs = list(_active_bugs)
+        del _active_bugs[:]
+        return bugs
+
+
+def original(path):
+    """The original nova object behind ``path`` (``module:attribute``).
+
+    Drop-ins that only add behaviour around nova's code call the original
+    through this, so nova-fixes carries no copy of nova's code. While the
+    target is not patched, the live attribute is the original.
+    """
+    if path in _applied:
+        owner, name, saved = _applied[path]
+        if saved is not _MISSING:
+            return saved
+    owner, name = _resolve(path)
+    return getattr(owner, name)
+
+
+def active_fixes():
+    """The bug ids whose drop-ins are active in this process."""
+    return list(_active_bugs)

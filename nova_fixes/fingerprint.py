@@ -1,0 +1,105 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Fingerprints of the nova code that drop-ins replace.
+
+A fingerprint is a hash of the syntax tree of one function or class as
+written in nova's source file: comments, blank lines and formatting do not
+change it, any change to the code (a distro backport, a new release) does.
+The same function computes it from an installed nova and from a nova git
+tree, so fingerprints can be recorded for every series from nova's tags.
+"""
+
+import ast
+import hashlib
+import importlib.util
+import json
+import os
+
+ABSENT = 'absent'
+_DATA = os.path.join(os.path.dirname(__file__), 'fingerprints.json')
+
+
+def _canonical(node):
+    """A stable text form of an AST node.
+
+    ast.dump() changes between Python versions (3.13 omits empty fields,
+    3.12 added type_params), so fields that are None or empty are left out
+    and positions are never included.
+    """
+    if isinstance(node, ast.AST):
+        parts = []
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if value is None or value == []:
+                continue
+            parts.append('%s=%s' % (name, _canonical(value)))
+        return '%s(%s)' % (type(node).__name__, ','.join(parts))
+    if isinstance(node, list):
+        return '[%s]' % ','.join(_canonical(item) for item in node)
+    return repr(node)
+
+
+def _find(tree, attribute):
+    node = tree
+    for name in attribute.split('.'):
+        for child in ast.iter_child_nodes(node):
+            if (isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                   ast.ClassDef)) and child.name == name):
+                node = child
+                break
+        else:
+            return None
+    return node
+
+
+def of_source(source, attribute):
+    """Fingerprint of ``attribute`` (dotted) in module source text.
+
+    Returns ABSENT when the module does not define it.
+    """
+    node = _find(ast.parse(source), attribute)
+    if node is None:
+        return ABSENT
+    digest = hashlib.sha256(_canonical(node).encode('utf-8'))
+    return digest.hexdigest()[:20]
+
+
+def module_file(module):
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.origin:
+        return None
+    return spec.origin
+
+
+def of_installed(target):
+    """Fingerprint of a registry Target in the nova that is importable."""
+    path = module_file(target.module)
+    if path is None:
+        return ABSENT
+    with open(path, encoding='utf-8') as f:
+        return of_source(f.read(), target.attribute)
+
+
+def of_tree(tree, target):
+    """Fingerprint of a registry Target in a nova source tree."""
+    path = os.path.join(tree, *target.module.split('.')) + '.py'
+    if not os.path.exists(path):
+        return ABSENT
+    with open(path, encoding='utf-8') as f:
+        return of_source(f.read(), target.attribute)
+
+
+def recorded():
+    """{series: {target path: fingerprint}} as recorded in the package."""
+    with open(_DATA, encoding='utf-8') as f:
+        return json.load(f)

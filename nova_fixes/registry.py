@@ -1,0 +1,126 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""One record per fix: what it closes and which nova code it replaces.
+
+This module is data only and imports no nova code, so that entry points can
+import it before nova's own monkey patching has run.
+"""
+
+import dataclasses
+
+from nova_fixes import errors
+
+#: nova major version -> series name, for every supported series.
+SERIES_BY_MAJOR = {
+    29: '2024.1',
+    30: '2024.2',
+    31: '2025.1',
+    32: '2025.2',
+    33: '2026.1',
+    34: '2026.2',
+}
+SUPPORTED_SERIES = tuple(SERIES_BY_MAJOR.values())
+DEFAULT_SERIES = '2026.2'
+
+#: The nova and openstack-placement release each series is tested with.
+RELEASES = {
+    '2024.1': ('29.4.0', '11.0.1'),
+    '2024.2': ('30.3.0', '12.0.2'),
+    '2025.1': ('31.3.1', '13.0.1'),
+    '2025.2': ('32.2.1', '14.0.0'),
+    '2026.1': ('33.0.2', '15.0.0'),
+    '2026.2': ('34.0.0', '16.0.0'),
+}
+
+
+def check_series(series):
+    if series not in SUPPORTED_SERIES:
+        raise errors.UnknownSeries(series, SUPPORTED_SERIES)
+    return series
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """One attribute of nova that a fix replaces or adds.
+
+    ``path`` is ``module:attribute`` where attribute may be dotted
+    (``Class.method``). ``replacement`` is the same form, in nova_fixes.
+    ``new`` targets do not exist in nova: activation adds them and refuses
+    if nova already has something by that name.
+    """
+    path: str
+    replacement: str
+    new: bool = False
+
+    @property
+    def module(self):
+        return self.path.split(':')[0]
+
+    @property
+    def attribute(self):
+        return self.path.split(':')[1]
+
+
+@dataclasses.dataclass(frozen=True)
+class Fix:
+    bug: int
+    title: str
+    #: True while the bug is open in nova master: its regression tests must
+    #: fail (recreate the bug) on vanilla nova.
+    open_upstream: bool
+    upstream: str
+    targets: tuple
+    #: The series whose originals are recorded (see fingerprints.json).
+    series: tuple = (DEFAULT_SERIES,)
+
+
+FIXES = (
+    Fix(
+        bug=1848343,
+        title='Reverting migration-based allocations leaks allocations if '
+              'the server is deleted',
+        open_upstream=True,
+        upstream='open; nova test_bug_1848343 asserts the leak under a FIXME',
+        targets=(
+            Target('nova.exception:AllocationMoveTargetNotFound',
+                   'nova_fixes.exception:AllocationMoveTargetNotFound',
+                   new=True),
+            Target('nova.compute.utils:is_instance_deleted',
+                   'nova_fixes.compute.utils:is_instance_deleted',
+                   new=True),
+            Target('nova.scheduler.client.report:'
+                   'SchedulerReportClient._move_allocations_to_existing_'
+                   'consumer',
+                   'nova_fixes.scheduler.client.report:'
+                   '_move_allocations_to_existing_consumer', new=True),
+            Target('nova.scheduler.client.report:'
+                   'SchedulerReportClient.move_allocations',
+                   'nova_fixes.scheduler.client.report:move_allocations'),
+            Target('nova.conductor.tasks.migrate:'
+                   'revert_allocation_for_migration',
+                   'nova_fixes.conductor.tasks.migrate:'
+                   'revert_allocation_for_migration'),
+            Target('nova.compute.manager:ComputeManager._revert_allocation',
+                   'nova_fixes.compute.manager:_revert_allocation'),
+        ),
+    ),
+)
+
+FIXES_BY_BUG = {fix.bug: fix for fix in FIXES}
+
+
+def get_fix(bug):
+    try:
+        return FIXES_BY_BUG[int(bug)]
+    except (KeyError, ValueError):
+        raise errors.UnknownFix(bug, sorted(FIXES_BY_BUG))
