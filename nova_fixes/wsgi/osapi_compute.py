@@ -12,9 +12,9 @@
 
 """WSGI entry point of the compute API with the fixes active.
 
-Point the WSGI server at this module (nova_fixes.wsgi.osapi_compute,
-attribute application) instead of nova.wsgi.osapi_compute, or use
-the nova-fixes-api-wsgi script.
+Point the WSGI server at this module (``nova_fixes.wsgi.osapi_compute``,
+attribute ``application``) instead of ``nova.wsgi.osapi_compute``, or use
+the ``nova-fixes-api-wsgi`` script.
 """
 
 from nova import monkey_patch; monkey_patch.patch(backend='threading')  # noqa

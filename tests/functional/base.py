@@ -24,15 +24,17 @@ import os
 import sys
 
 from nova.cmd import manage
+import nova.conf
 from nova import context as nova_context
 from nova import objects
-from nova.tests.functional import integrated_helpers
-import nova.conf
 
 from nova_fixes import fixture as nova_fixes_fixture
 
 CONF = nova.conf.CONF
 MODES = ('dropin', 'vanilla', 'patched')
+#: Starts the message of every leak assertion, so that the recreate report
+#: tells a test that recreated its bug from one that broke another way.
+LEAK = 'LEAK: '
 
 # Migration statuses after which a migration holds no allocations (nova's
 # migration_get_in_progress_by_host_and_node leaves out the same ones).
@@ -70,7 +72,7 @@ def api_paste_config():
 class NovaFixesTestMixin(object):
     """Mode selection and the leak invariants.
 
-    Mix in before nova's test base class. recreates tells the recreate
+    Mix in before nova's test base class. ``recreates`` tells the recreate
     report what the class's tests do on vanilla nova: True for scenarios
     that must fail there (they recreate the bug), False for no-regression
     cases that must pass on every nova.
@@ -132,8 +134,9 @@ class NovaFixesTestMixin(object):
         leaked = {consumer: allocs
                   for consumer, allocs in self._all_allocations().items()
                   if consumer not in live and consumer not in migrations}
-        self.assertEqual({}, leaked, 'Leaked allocations (consumer: '
-                         '{provider: resources})')
+        self.assertEqual({}, leaked, LEAK + 'allocations of consumers that '
+                         'are neither a live server nor a migration in '
+                         'progress ({consumer: {provider: resources}})')
 
     def assert_server_left_nothing(self, server):
         """Nothing of a deleted server is left in placement.
@@ -143,12 +146,12 @@ class NovaFixesTestMixin(object):
         heals some leaks itself, but not once the row is archived.
         """
         self.assertEqual({}, self._get_allocations_by_server_uuid(
-            server['id']), 'Allocations left for deleted server')
+            server['id']), LEAK + 'allocations left for the deleted server')
         self.assert_no_leaked_allocations()
         self.archive_and_run_periodics()
         self.assertEqual({}, self._get_allocations_by_server_uuid(
-            server['id']), 'Allocations left for deleted server after '
-            'archive_deleted_rows and the resource tracker periodic')
+            server['id']), LEAK + 'allocations left for the deleted server '
+            'after archive_deleted_rows and the resource tracker periodic')
         self.assert_no_leaked_allocations()
 
     def archive_and_run_periodics(self):

@@ -15,10 +15,7 @@
 from oslo_log import log as logging
 
 from nova import exception
-from nova.scheduler.client.report import CONSUMER_GENERATION_VERSION
-from nova.scheduler.client.report import Retry
-from nova.scheduler.client.report import retries
-from nova.scheduler.client.report import safe_connect
+from nova.scheduler.client import report
 from nova_fixes import activation
 
 LOG = logging.getLogger(__name__)
@@ -32,7 +29,7 @@ def move_allocations(self, context, source_consumer_uuid,
                      target_consumer_generation_required=False):
     """Replaces SchedulerReportClient.move_allocations (bug 1848343).
 
-    Adds target_consumer_generation_required; without it nova's own
+    Adds ``target_consumer_generation_required``; without it nova's own
     move_allocations runs unchanged.
 
     :param target_consumer_generation_required: if True, the target
@@ -54,8 +51,8 @@ def move_allocations(self, context, source_consumer_uuid,
         context, source_consumer_uuid, target_consumer_uuid)
 
 
-@safe_connect
-@retries
+@report.safe_connect
+@report.retries
 def _move_allocations_to_existing_consumer(self, context,
                                            source_consumer_uuid,
                                            target_consumer_uuid):
@@ -79,7 +76,7 @@ def _move_allocations_to_existing_consumer(self, context,
                 'project_id': source['project_id'],
                 'user_id': source['user_id']})
             if r.status_code == 409:
-                raise Retry('move_allocations',
+                raise report.Retry('move_allocations',
                             'consumer %s changed while its allocations were '
                             'being removed' % source_consumer_uuid)
             if r.status_code != 204:
@@ -108,7 +105,7 @@ def _move_allocations_to_existing_consumer(self, context,
             consumer_generation=target['consumer_generation']),
     }
     r = self.post('/allocations', payload,
-                  version=CONSUMER_GENERATION_VERSION,
+                  version=report.CONSUMER_GENERATION_VERSION,
                   global_request_id=context.global_id)
     if r.status_code == 204:
         return True
@@ -119,14 +116,14 @@ def _move_allocations_to_existing_consumer(self, context,
         return False
     detail = r.json()['errors'][0]['detail']
     if 'consumer generation conflict' not in detail:
-        raise Retry('move_allocations',
+        raise report.Retry('move_allocations',
                     'a resource provider changed: %s' % detail)
     gone = 'consumer_generation' not in self.get_allocs_for_consumer(
         context, target_consumer_uuid)
     if gone:
         # Deleted between our read and our write: the next attempt removes
         # the source allocations.
-        raise Retry('move_allocations',
+        raise report.Retry('move_allocations',
                     'consumer %s was deleted' % target_consumer_uuid)
     raise exception.AllocationMoveFailed(
         source_consumer=source_consumer_uuid,
