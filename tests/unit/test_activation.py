@@ -1,0 +1,172 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+import copy
+from unittest import mock
+
+import testtools
+
+import nova_fixes
+from nova_fixes import activation
+from nova_fixes import fingerprint
+from nova_fixes import fixture
+from nova_fixes import registry
+
+
+def _snapshot():
+    """The raw __dict__ entry behind every target (or a marker)."""
+    state = {}
+    for fix in registry.FIXES:
+        for target in fix.targets:
+            owner, name = activation._resolve(target.path)
+            state[target.path] = vars(owner).get(name, 'MISSING')
+    return state
+
+
+class ActivationTestCase(testtools.TestCase):
+
+    def setUp(self):
+        super(ActivationTestCase, self).setUp()
+        self.addCleanup(nova_fixes.deactivate)
+        self.before = _snapshot()
+
+    def test_activate_replaces_every_target(self):
+        self.assertEqual([1848343], nova_fixes.activate())
+        after = _snapshot()
+        for fix in registry.FIXES:
+            for target in fix.targets:
+                self.assertIs(activation._replacement(target),
+                              after[target.path], target.path)
+        self.assertEqual([1848343], nova_fixes.active_fixes())
+
+    def test_activate_is_idempotent(self):
+        nova_fixes.activate()
+        first = _snapshot()
+        self.assertEqual([], nova_fixes.activate())
+        self.assertEqual(first, _snapshot())
+
+    def test_deactivate_restores_the_originals_exactly(self):
+        nova_fixes.activate()
+        self.assertEqual([1848343], nova_fixes.deactivate())
+        after = _snapshot()
+        self.assertEqual(set(self.before), set(after))
+        for path, original in self.before.items():
+            self.assertIs(original, after[path], path)
+        self.assertEqual([], nova_fixes.active_fixes())
+        self.assertEqual([], nova_fixes.deactivate())
+
+    def test_unknown_original_refuses_and_patches_nothing(self):
+        recorded = copy.deepcopy(fingerprint.recorded())
+        series = activation.series_of(activation.nova_version())
+        # The last target of the fix is the one that does not match, so
+        # that every target before it has been checked and would have been
+        # patched by a non-atomic activation.
+        last = registry.FIXES[-1].targets[-1]
+        recorded[series][last.path] = 'f' * 20
+        with mock.patch.object(fingerprint, 'recorded',
+                               return_value=recorded):
+            exc = self.assertRaises(nova_fixes.TargetMismatch,
+                                    nova_fixes.activate)
+        self.assertEqual(last.path, exc.target)
+        self.assertEqual(series, exc.series)
+        self.assertIn(last.path, str(exc))
+        self.assertIn(series, str(exc))
+        self.assertIn('Nothing was patched', str(exc))
+        self.assertEqual(self.before, _snapshot())
+        self.assertEqual([], nova_fixes.active_fixes())
+
+    def test_no_recorded_original_for_series_refuses(self):
+        with mock.patch.object(fingerprint, 'recorded', return_value={}):
+            exc = self.assertRaises(nova_fixes.TargetMismatch,
+                                    nova_fixes.activate)
+        self.assertIn('no original is recorded', str(exc))
+        self.assertEqual(self.before, _snapshot())
+
+    def test_unsupported_nova_refuses(self):
+        with mock.patch.object(activation, 'nova_version',
+                               return_value='28.3.1'):
+            exc = self.assertRaises(nova_fixes.UnsupportedNova,
+                                    nova_fixes.activate)
+        self.assertIn('nova 28.3.1 is not supported', str(exc))
+        self.assertIn('2026.2', str(exc))
+        self.assertEqual(self.before, _snapshot())
+
+    def test_new_target_already_in_nova_refuses(self):
+        from nova import exception
+        exception.AllocationMoveTargetNotFound = Exception
+        self.addCleanup(delattr, exception, 'AllocationMoveTargetNotFound')
+        exc = self.assertRaises(nova_fixes.TargetMismatch,
+                                nova_fixes.activate)
+        self.assertIn('nova already defines it', str(exc))
+        self.assertEqual([], nova_fixes.active_fixes())
+
+    def test_target_replaced_at_run_time_refuses(self):
+        from nova.conductor.tasks import migrate
+
+        def other(*args):
+            pass
+
+        with mock.patch.object(migrate, 'revert_allocation_for_migration',
+                               other):
+            exc = self.assertRaises(nova_fixes.TargetMismatch,
+                                    nova_fixes.activate)
+        self.assertIn('something else has replaced it', str(exc))
+        self.assertEqual(self.before, _snapshot())
+
+    def test_unknown_fix(self):
+        exc = self.assertRaises(nova_fixes.UnknownFix,
+                                nova_fixes.activate, [1])
+        self.assertIn('no fix for bug 1', str(exc))
+
+    def test_original_while_active_and_not(self):
+        from nova.scheduler.client import report
+        path = ('nova.scheduler.client.report:'
+                'SchedulerReportClient.move_allocations')
+        before = vars(report.SchedulerReportClient)['move_allocations']
+        self.assertIs(before, activation.original(path))
+        nova_fixes.activate()
+        self.assertIs(before, activation.original(path))
+
+
+class SeriesTestCase(testtools.TestCase):
+
+    def test_series_of(self):
+        self.assertEqual('2026.2', activation.series_of('34.0.0'))
+        self.assertEqual('2024.1', activation.series_of('29.4.0'))
+        for bad in ('28.0.0', '35.0.0', 'master', ''):
+            self.assertRaises(nova_fixes.UnsupportedNova,
+                              activation.series_of, bad)
+
+    def test_check_series(self):
+        self.assertEqual('2025.1', registry.check_series('2025.1'))
+        exc = self.assertRaises(nova_fixes.UnknownSeries,
+                                registry.check_series, '2025.3')
+        self.assertIn("unknown nova series '2025.3'", str(exc))
+
+
+class FixtureTestCase(testtools.TestCase):
+
+    def test_fixture_activates_for_one_test(self):
+        before = _snapshot()
+        fix = fixture.NovaFixes()
+        with fix:
+            self.assertEqual([1848343], nova_fixes.active_fixes())
+            self.assertNotEqual(before, _snapshot())
+        self.assertEqual([], nova_fixes.active_fixes())
+        self.assertEqual(before, _snapshot())
+
+    def test_fixture_leaves_an_outer_activation_alone(self):
+        nova_fixes.activate()
+        self.addCleanup(nova_fixes.deactivate)
+        with fixture.NovaFixes():
+            pass
+        self.assertEqual([1848343], nova_fixes.active_fixes())

@@ -1,0 +1,78 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+import testtools
+
+from nova_fixes import activation
+from nova_fixes import fingerprint
+from nova_fixes import registry
+
+SOURCE = '''
+class Client(object):
+    def move(self, a, b):
+        """Move."""
+        return a + b
+'''
+
+
+class FingerprintTestCase(testtools.TestCase):
+
+    def test_formatting_and_comments_do_not_count(self):
+        reformatted = '''
+class Client(object):
+
+    # a comment
+    def move(self,
+             a, b):
+        """Move."""
+        return (a +
+                b)  # another
+'''
+        self.assertEqual(fingerprint.of_source(SOURCE, 'Client.move'),
+                         fingerprint.of_source(reformatted, 'Client.move'))
+
+    def test_code_change_counts(self):
+        changed = SOURCE.replace('a + b', 'b + a')
+        self.assertNotEqual(fingerprint.of_source(SOURCE, 'Client.move'),
+                            fingerprint.of_source(changed, 'Client.move'))
+
+    def test_absent(self):
+        self.assertEqual(fingerprint.ABSENT,
+                         fingerprint.of_source(SOURCE, 'Client.copy'))
+        self.assertEqual(fingerprint.ABSENT,
+                         fingerprint.of_source(SOURCE, 'Other.move'))
+
+    def test_recorded_match_the_installed_release(self):
+        """The fingerprints recorded for the installed nova's series are
+        those of the installed nova (when it is the tested release).
+        """
+        version = activation.nova_version()
+        series = activation.series_of(version)
+        if registry.RELEASES[series][0] != version:
+            self.skipTest('nova %s is not the release recorded for %s'
+                          % (version, series))
+        recorded = fingerprint.recorded()[series]
+        for fix in registry.FIXES:
+            for target in fix.targets:
+                self.assertEqual(recorded[target.path],
+                                 fingerprint.of_installed(target),
+                                 target.path)
+
+    def test_every_target_is_recorded_for_every_series_of_its_fix(self):
+        recorded = fingerprint.recorded()
+        for fix in registry.FIXES:
+            for series in fix.series:
+                for target in fix.targets:
+                    self.assertIn(target.path, recorded[series])
+                    if target.new:
+                        self.assertEqual(fingerprint.ABSENT,
+                                         recorded[series][target.path])

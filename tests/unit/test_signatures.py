@@ -1,0 +1,47 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Every drop-in keeps the signature of the nova code it replaces."""
+
+import inspect
+
+import testtools
+
+from nova_fixes import activation
+from nova_fixes import registry
+
+#: Parameters a drop-in adds, keyword with a default, after nova's own.
+ADDED = {
+    'nova.scheduler.client.report:SchedulerReportClient.move_allocations':
+        {'target_consumer_generation_required': False},
+}
+
+
+class SignatureTestCase(testtools.TestCase):
+
+    def test_replacements_keep_nova_signatures(self):
+        for fix in registry.FIXES:
+            for target in fix.targets:
+                if target.new:
+                    continue
+                original = inspect.signature(
+                    inspect.unwrap(activation.original(target.path)))
+                new = inspect.signature(
+                    inspect.unwrap(activation._replacement(target)))
+                added = ADDED.get(target.path, {})
+                params = list(new.parameters.values())
+                kept = params[:len(params) - len(added)]
+                self.assertEqual(list(original.parameters.values()), kept,
+                                 target.path)
+                for param in params[len(kept):]:
+                    self.assertIn(param.name, added, target.path)
+                    self.assertEqual(added[param.name], param.default)
