@@ -1,0 +1,88 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The nova-fixes command line."""
+
+import argparse
+import sys
+
+from nova_fixes import errors
+from nova_fixes import registry
+
+
+def _list(args):
+    from nova_fixes import activation
+    version = activation.nova_version()
+    series = activation.series_of(version)
+    print('nova %s (series %s)' % (version, series))
+    for fix in registry.FIXES:
+        print('bug %d: %s [upstream: %s]' % (fix.bug, fix.title,
+                                             fix.upstream))
+        for target in fix.targets:
+            print('  %s %s' % ('adds' if target.new else 'replaces',
+                               target.path))
+    return 0
+
+
+def _check(args):
+    """Dry run of activation: every guard, nothing patched."""
+    from nova_fixes import activation
+    from nova_fixes import fingerprint
+    series = activation.series_of(activation.nova_version())
+    recorded = fingerprint.recorded()
+    for fix in registry.FIXES:
+        for target in fix.targets:
+            activation._check(target, series, recorded)
+    print('nova-fixes can activate every fix on this nova (%s)' % series)
+    return 0
+
+
+def _recreate(args):
+    from nova_fixes.cmd import recreate
+    return recreate.main(args)
+
+
+def parser():
+    p = argparse.ArgumentParser(
+        prog='nova-fixes',
+        description='Resource-leak fixes for OpenStack Nova.')
+    sub = p.add_subparsers(dest='command', required=True)
+    sub.add_parser('list', help='the fixes and what they replace'
+                   ).set_defaults(func=_list)
+    sub.add_parser('check', help='check that every fix can be activated '
+                   'on the installed nova, patching nothing'
+                   ).set_defaults(func=_check)
+    r = sub.add_parser(
+        'recreate', help='run the regression tests on vanilla nova and '
+        'with the fixes, and print which scenarios recreate their bug')
+    r.add_argument('--tree', default='.',
+                   help='the nova-fixes source tree (default: .)')
+    r.add_argument('--concurrency', type=int, default=None,
+                   help='test worker processes (default: one per CPU)')
+    r.add_argument('--json', help='also write the rows to this file')
+    r.add_argument('filter', nargs='*',
+                   help='test id regular expressions (default: all)')
+    r.set_defaults(func=_recreate)
+    return p
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except errors.NovaFixesError as e:
+        sys.stderr.write('nova-fixes: %s\n' % e)
+        return 2
+
+
+if __name__ == '__main__':
+    sys.exit(main())

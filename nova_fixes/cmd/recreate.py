@@ -1,0 +1,173 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The recreate report: each regression test on vanilla nova and fixed.
+
+A regression test of a bug that is open upstream must fail on vanilla nova
+with its leak assertion (it recreates the bug) and pass with the fix; a
+no-regression case (a test class with recreates = False) must pass on
+both. The report runs the functional suite once per mode, in parallel
+worker processes through stestr, and prints one row per scenario.
+"""
+
+import importlib
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+
+import subunit
+import testtools
+
+from nova_fixes import registry
+
+LEAK_MARKER = 'LEAK: '
+FIXED_MODE = 'dropin'
+_BUG = re.compile(r'test_bug_(\d+)')
+
+
+class Outcome(object):
+    """One test's result in one mode."""
+
+    def __init__(self, status, traceback=''):
+        self.status = status
+        self.traceback = traceback
+
+    @property
+    def passed(self):
+        return self.status in ('success', 'xfail')
+
+    @property
+    def recreated(self):
+        return self.status == 'fail' and LEAK_MARKER in self.traceback
+
+
+def run_suite(tree, mode, test_path='tests/functional', concurrency=None,
+              filters=(), progress=None):
+    """Run one suite in one mode; {test id: Outcome}."""
+    cmd = [sys.executable, '-m', 'stestr', '--test-path', test_path,
+           '--top-dir', './', 'run', '--subunit']
+    if concurrency:
+        cmd += ['--concurrency', str(concurrency)]
+    cmd += list(filters)
+    env = dict(os.environ, NOVA_FIXES_MODE=mode)
+    results = {}
+
+    def on_test(test):
+        status = test['status']
+        if status in ('exists', 'inprogress', None):
+            return
+        details = test.get('details', {})
+        tb = details['traceback'].as_text() if 'traceback' in details else ''
+        results[test['id']] = Outcome(status, tb)
+        if progress:
+            progress(mode, test['id'], status, len(results))
+
+    proc = subprocess.Popen(cmd, cwd=tree, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    stderr = []
+    reader = threading.Thread(target=lambda: stderr.append(
+        proc.stderr.read()))
+    reader.start()
+    stream = testtools.StreamToDict(on_test)
+    stream.startTestRun()
+    subunit.ByteStreamToStreamResult(
+        proc.stdout, non_subunit_name='stdout').run(stream)
+    stream.stopTestRun()
+    proc.wait()
+    reader.join()
+    if not results:
+        raise RuntimeError('no test ran in mode %s (%s): %s' % (
+            mode, ' '.join(cmd), b''.join(stderr).decode(errors='replace')))
+    return results
+
+
+def _recreates(test_id, tree):
+    """The test class's recreates attribute (default True)."""
+    module_name, class_name = test_id.rsplit('.', 2)[:2]
+    if tree not in sys.path:
+        sys.path.insert(0, tree)
+    cls = getattr(importlib.import_module(module_name), class_name)
+    return getattr(cls, 'recreates', True)
+
+
+def build_rows(tree, vanilla, fixed):
+    rows = []
+    for test_id in sorted(set(vanilla) | set(fixed)):
+        match = _BUG.search(test_id)
+        bug = int(match.group(1)) if match else None
+        fix = registry.FIXES_BY_BUG.get(bug)
+        recreates = _recreates(test_id, tree)
+        van = vanilla.get(test_id)
+        fxd = fixed.get(test_id)
+        fixed_ok = fxd is not None and fxd.passed
+        if recreates:
+            vanilla_text = ('RECREATED' if van and van.recreated
+                            else 'not recreated')
+            must_recreate = bool(fix and fix.open_upstream)
+            vanilla_ok = (van is not None and van.recreated
+                          ) or not must_recreate
+        else:
+            vanilla_text = ('passes (no-regression case)'
+                            if van and van.passed else 'FAILS')
+            vanilla_ok = van is not None and van.passed
+        rows.append({
+            'bug': bug, 'test': test_id,
+            'scenario': '.'.join(test_id.rsplit('.', 2)[-2:]),
+            'recreates': recreates,
+            'vanilla': vanilla_text,
+            'fixed': 'PASS' if fixed_ok else 'FAIL',
+            'ok': vanilla_ok and fixed_ok,
+        })
+    return rows
+
+
+def format_table(rows):
+    headers = ('bug', 'scenario', 'vanilla', 'fixed')
+    cells = [(str(r['bug']), r['scenario'], r['vanilla'], r['fixed'])
+             for r in rows]
+    widths = [max(len(h), *(len(c[i]) for c in cells))
+              for i, h in enumerate(headers)]
+    line = '  '.join('%-*s' % (w, h) for w, h in zip(widths, headers))
+    out = [line, '  '.join('-' * w for w in widths)]
+    for c in cells:
+        out.append('  '.join('%-*s' % (w, v) for w, v in zip(widths, c)))
+    return '\n'.join(out)
+
+
+def main(args):
+    tree = os.path.abspath(args.tree)
+
+    def progress(mode, test_id, status, done):
+        sys.stderr.write('[%s %3d] %-8s %s\n' % (mode, done, status,
+                                                 test_id))
+        sys.stderr.flush()
+
+    vanilla = run_suite(tree, 'vanilla', concurrency=args.concurrency,
+                        filters=args.filter, progress=progress)
+    fixed = run_suite(tree, FIXED_MODE, concurrency=args.concurrency,
+                      filters=args.filter, progress=progress)
+    rows = build_rows(tree, vanilla, fixed)
+    print(format_table(rows))
+    bad = [r for r in rows if not r['ok']]
+    print('\n%d scenarios: %d as expected, %d not' % (
+        len(rows), len(rows) - len(bad), len(bad)))
+    for r in bad:
+        print('NOT AS EXPECTED: %s (vanilla: %s, fixed: %s)' % (
+            r['test'], r['vanilla'], r['fixed']))
+    if args.json:
+        with open(args.json, 'w') as f:
+            json.dump({'rows': rows, 'passed': len(rows) - len(bad),
+                       'failed': len(bad)}, f, indent=2)
+    return 1 if bad else 0

@@ -1,0 +1,96 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Run every test suite of nova-fixes and print one real count.
+
+1. the unit tests (tests/unit);
+2. the recreate report (tests/functional on vanilla nova and fixed): one
+   check per scenario, passed when vanilla behaves as the scenario says
+   (recreates its bug, or passes for a no-regression case) and the fixed
+   run passes;
+3. nova's own in-tree functional tests for moves with the fixes active
+   (tests/nova_intree), one check per nova test.
+
+The last line is "N passed, N failed", computed from those results; the
+exit status is non-zero when anything failed.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+from nova_fixes.cmd import recreate
+
+
+def _progress(mode, test_id, status, done):
+    sys.stderr.write('[%s %4d] %-8s %s\n' % (mode, done, status, test_id))
+    sys.stderr.flush()
+
+
+def _count(name, results):
+    failed = sorted(t for t, o in results.items() if not o.passed)
+    print('%s: %d passed, %d failed' % (name, len(results) - len(failed),
+                                        len(failed)))
+    for test_id in failed:
+        print('  FAILED %s' % test_id)
+    return len(results) - len(failed), len(failed)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    p.add_argument('--skip-nova-intree', action='store_true',
+                   help="leave out nova's own tests (suite 3)")
+    p.add_argument('--concurrency', type=int, default=None)
+    args = p.parse_args()
+    tree = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    passed = failed = 0
+    start = time.time()
+
+    unit = recreate.run_suite(tree, 'dropin', test_path='tests/unit',
+                              concurrency=args.concurrency,
+                              progress=_progress)
+    p_, f_ = _count('unit tests', unit)
+    passed, failed = passed + p_, failed + f_
+
+    vanilla = recreate.run_suite(tree, 'vanilla',
+                                 concurrency=args.concurrency,
+                                 progress=_progress)
+    fixed = recreate.run_suite(tree, recreate.FIXED_MODE,
+                               concurrency=args.concurrency,
+                               progress=_progress)
+    rows = recreate.build_rows(tree, vanilla, fixed)
+    print(recreate.format_table(rows))
+    bad = [r for r in rows if not r['ok']]
+    print('recreate report: %d scenarios as expected, %d not'
+          % (len(rows) - len(bad), len(bad)))
+    for r in bad:
+        print('  NOT AS EXPECTED %s (vanilla: %s, fixed: %s)'
+              % (r['test'], r['vanilla'], r['fixed']))
+    passed, failed = passed + len(rows) - len(bad), failed + len(bad)
+
+    if not args.skip_nova_intree:
+        intree = recreate.run_suite(tree, 'dropin',
+                                    test_path='tests/nova_intree',
+                                    concurrency=args.concurrency,
+                                    progress=_progress)
+        p_, f_ = _count("nova's in-tree tests with the fixes active",
+                        intree)
+        passed, failed = passed + p_, failed + f_
+
+    print('all suites took %d s' % (time.time() - start))
+    print('%d passed, %d failed' % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
