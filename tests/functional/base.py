@@ -22,11 +22,13 @@ The nova under test is chosen per process by NOVA_FIXES_MODE:
 
 import os
 import sys
+import time
 
 from nova.cmd import manage
 import nova.conf
 from nova import context as nova_context
 from nova import objects
+from nova.tests.functional.api import client as api_client
 
 from nova_fixes import fixture as nova_fixes_fixture
 
@@ -88,6 +90,21 @@ class NovaFixesTestMixin(object):
         if mode() == 'dropin':
             self.useFixture(nova_fixes_fixture.NovaFixes())
         super(NovaFixesTestMixin, self).setUp()
+
+    def delete_server_and_wait(self, server, timeout=20):
+        """Delete a server through the API and wait until it is gone,
+        whatever state a failing operation puts it in meanwhile.
+        """
+        self.api.delete_server(server['id'])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                self.api.get_server(server['id'])
+            except api_client.OpenStackApiNotFoundException:
+                return
+            time.sleep(0.1)
+        self.fail('Server %s was not deleted within %s s'
+                  % (server['id'], timeout))
 
     # -- what nova knows ---------------------------------------------------
 

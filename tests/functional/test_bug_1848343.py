@@ -64,7 +64,7 @@ class _MoveTestBase(base.NovaFixesTestMixin,
         original = getattr(owner, name)
 
         def wrapper(*args, **kwargs):
-            self._delete_server(server)
+            self.delete_server_and_wait(server)
             return original(*args, **kwargs)
 
         self.stub_out('%s.%s.%s' % (owner.__module__, owner.__qualname__,
@@ -84,7 +84,7 @@ class _MoveTestBase(base.NovaFixesTestMixin,
         def wrapper(*args, **kwargs):
             try:
                 if delete is not None:
-                    self._delete_server(delete)
+                    self.delete_server_and_wait(delete)
                 return original(*args, **kwargs)
             finally:
                 done.set()
@@ -176,7 +176,7 @@ class DeletedServerRevertPathsTest(_MoveTestBase):
         def move(client, context, source_uuid, target_uuid, *a, **kw):
             if target_uuid == server['id'] and not migration:
                 migration['uuid'] = source_uuid
-                self._delete_server(server)
+                self.delete_server_and_wait(server)
             return original(client, context, source_uuid, target_uuid,
                             *a, **kw)
 
@@ -226,7 +226,7 @@ class DeletedServerRevertPathsTest(_MoveTestBase):
         server, source, target = self._create_server()
 
         def migrate_disk_and_power_off(*args, **kwargs):
-            self._delete_server(server)
+            self.delete_server_and_wait(server)
             raise exception.InstanceNotFound(instance_id=server['id'])
 
         self.stub_out('nova.virt.fake.FakeDriver.migrate_disk_and_power_off',
@@ -264,7 +264,7 @@ class DeletedServerRevertPathsTest(_MoveTestBase):
         server, source, target = self._create_server()
 
         def pre_live_migration(*args, **kwargs):
-            self._delete_server(server)
+            self.delete_server_and_wait(server)
             raise exception.MigrationPreCheckError(reason='server deleted')
 
         self.stub_out('nova.virt.fake.FakeDriver.pre_live_migration',
@@ -273,6 +273,45 @@ class DeletedServerRevertPathsTest(_MoveTestBase):
         self.api.post_server_action(server['id'], {
             'os-migrateLive': {'host': target, 'block_migration': 'auto'}})
         self._wait_for(reverted, '_rollback_live_migration')
+        self.assert_server_left_nothing(server)
+
+    def test_resize_instance_fail_delete_between_read_and_write(self):
+        """The server is deleted inside the compute's move back, between
+        reading the instance consumer and writing the allocations.
+
+        1. resize_instance fails on the source and reverts.
+        2. The revert reads the migration and instance consumers.
+        3. The server is deleted: its instance consumer goes away.
+        4. The revert writes with the generation it read. Placement
+           refuses (the consumer is gone); nova gives up and the migration
+           keeps the allocations for good.
+        """
+        server, source, target = self._create_server()
+        self.stub_out('nova.virt.fake.FakeDriver.migrate_disk_and_power_off',
+                      LiveServerRevertTest._raise_migration_error)
+        armed = threading.Event()
+        reverted = self._watch_compute_revert()
+        original_revert = compute_manager.ComputeManager._revert_allocation
+        client_class = report_client.SchedulerReportClient
+        original_read = client_class.get_allocs_for_consumer
+
+        def revert(*args, **kwargs):
+            armed.set()
+            return original_revert(*args, **kwargs)
+
+        def read(client, context, consumer):
+            allocs = original_read(client, context, consumer)
+            if consumer == server['id'] and armed.is_set():
+                armed.clear()
+                self.delete_server_and_wait(server)
+            return allocs
+
+        self.stub_out('nova.scheduler.client.report.SchedulerReportClient.'
+                      'get_allocs_for_consumer', read)
+        self.stub_out('nova.compute.manager.ComputeManager.'
+                      '_revert_allocation', revert)
+        self.api.post_server_action(server['id'], {'migrate': None})
+        self._wait_for(reverted, 'resize_instance to revert')
         self.assert_server_left_nothing(server)
 
 
