@@ -38,6 +38,10 @@ def _check(args):
     from nova_fixes import activation
     from nova_fixes import fingerprint
     series = activation.series_of(activation.nova_version())
+    if activation.active_fixes():
+        print('nova-fixes is active in this process: bugs %s' % ', '.join(
+            str(bug) for bug in activation.active_fixes()))
+        return 0
     recorded = fingerprint.recorded()
     for fix in registry.FIXES:
         for target in fix.targets:

@@ -1,0 +1,116 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+import io
+from unittest import mock
+
+import fixtures
+import testtools
+
+from nova_fixes.cmd import main
+from nova_fixes.cmd import recreate
+
+LEAK_TB = 'AssertionError: LEAK: allocations left for the deleted server'
+OTHER_TB = 'TypeError: something else broke'
+DELETED = 'tests.functional.test_bug_1848343.DeletedServerTest.test_a'
+LIVE = 'tests.functional.test_bug_1848343.LiveServerTest.test_b'
+FIXED_BUG = 'tests.functional.test_bug_1859496.DeleteBuildTest.test_c'
+
+
+def _recreates(test_id, tree):
+    return 'Live' not in test_id
+
+
+@mock.patch.object(recreate, '_recreates', _recreates)
+class BuildRowsTestCase(testtools.TestCase):
+
+    def _row(self, test_id, vanilla, fixed):
+        return recreate.build_rows('.', {test_id: vanilla},
+                                   {test_id: fixed})[0]
+
+    def test_recreated_and_fixed(self):
+        row = self._row(DELETED, recreate.Outcome('fail', LEAK_TB),
+                        recreate.Outcome('success'))
+        self.assertEqual(('RECREATED', 'PASS', True),
+                         (row['vanilla'], row['fixed'], row['ok']))
+        self.assertEqual(1848343, row['bug'])
+        self.assertEqual('DeletedServerTest.test_a', row['scenario'])
+
+    def test_failing_elsewhere_is_not_recreating(self):
+        row = self._row(DELETED, recreate.Outcome('fail', OTHER_TB),
+                        recreate.Outcome('success'))
+        self.assertEqual('not recreated', row['vanilla'])
+        self.assertFalse(row['ok'])
+
+    def test_passing_on_vanilla_is_not_recreating(self):
+        row = self._row(DELETED, recreate.Outcome('success'),
+                        recreate.Outcome('success'))
+        self.assertFalse(row['ok'])
+
+    def test_fixed_failure(self):
+        row = self._row(DELETED, recreate.Outcome('fail', LEAK_TB),
+                        recreate.Outcome('fail', LEAK_TB))
+        self.assertEqual('FAIL', row['fixed'])
+        self.assertFalse(row['ok'])
+
+    def test_missing_fixed_result(self):
+        rows = recreate.build_rows(
+            '.', {DELETED: recreate.Outcome('fail', LEAK_TB)}, {})
+        self.assertEqual('FAIL', rows[0]['fixed'])
+        self.assertFalse(rows[0]['ok'])
+
+    def test_no_regression_case(self):
+        row = self._row(LIVE, recreate.Outcome('success'),
+                        recreate.Outcome('success'))
+        self.assertEqual(('passes (no-regression case)', True),
+                         (row['vanilla'], row['ok']))
+        row = self._row(LIVE, recreate.Outcome('fail', OTHER_TB),
+                        recreate.Outcome('success'))
+        self.assertEqual(('FAILS', False), (row['vanilla'], row['ok']))
+
+    def test_bug_fixed_upstream_need_not_recreate(self):
+        # No fix in the registry is open upstream for this bug id, so a
+        # vanilla pass is acceptable.
+        row = self._row(FIXED_BUG, recreate.Outcome('success'),
+                        recreate.Outcome('success'))
+        self.assertEqual(('not recreated', True),
+                         (row['vanilla'], row['ok']))
+
+    def test_table(self):
+        rows = [self._row(DELETED, recreate.Outcome('fail', LEAK_TB),
+                          recreate.Outcome('success'))]
+        table = recreate.format_table(rows).splitlines()
+        self.assertEqual(['bug', 'scenario', 'vanilla', 'fixed'],
+                         table[0].split())
+        self.assertEqual(['1848343', 'DeletedServerTest.test_a',
+                          'RECREATED', 'PASS'], table[2].split())
+
+
+class MainTestCase(testtools.TestCase):
+
+    def setUp(self):
+        super(MainTestCase, self).setUp()
+        self.stderr = io.StringIO()
+        self.useFixture(fixtures.MockPatch('sys.stderr', self.stderr))
+
+    def test_check(self):
+        self.assertEqual(0, main.main(['check']), self.stderr.getvalue())
+
+    def test_check_refuses_an_unsupported_nova(self):
+        with mock.patch('nova_fixes.activation.nova_version',
+                        return_value='27.0.0'):
+            self.assertEqual(2, main.main(['check']))
+        self.assertIn('nova-fixes: nova 27.0.0 is not supported',
+                      self.stderr.getvalue())
+
+    def test_list(self):
+        self.assertEqual(0, main.main(['list']))
