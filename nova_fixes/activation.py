@@ -129,6 +129,9 @@ def activate(bugs=None):
         for target, owner, name, new in plan:
             _applied[target.path] = (owner, name,
                                      vars(owner).get(name, _MISSING))
+            if target.periodic:
+                new = new()
+                owner._add_periodic_task(new)
             setattr(owner, name, new)
         _active_bugs.extend(fix.bug for fix in fixes)
         LOG.info('nova-fixes: activated fixes for bugs %s on nova %s',
@@ -141,6 +144,7 @@ def deactivate():
     with _lock:
         for path in reversed(list(_applied)):
             owner, name, original = _applied.pop(path)
+            _remove_periodic_task(owner, name)
             if original is _MISSING:
                 delattr(owner, name)
             else:
@@ -163,6 +167,14 @@ def original(path):
             return saved
     owner, name = _resolve(path)
     return getattr(owner, name)
+
+
+def _remove_periodic_task(owner, name):
+    tasks = getattr(owner, '_periodic_tasks', None)
+    if tasks is None or name not in dict(tasks):
+        return
+    owner._periodic_tasks = [(n, t) for n, t in tasks if n != name]
+    owner._periodic_spacing.pop(name, None)
 
 
 def active_fixes():

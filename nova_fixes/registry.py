@@ -61,6 +61,10 @@ class Target:
     path: str
     replacement: str
     new: bool = False
+    #: The replacement is a factory returning a periodic task (decorated
+    #: with oslo.service's periodic_task), added to the owner's periodic
+    #: tasks at activation and removed at deactivation.
+    periodic: bool = False
 
     @property
     def module(self):
@@ -73,13 +77,16 @@ class Target:
 
 @dataclasses.dataclass(frozen=True)
 class Fix:
-    bug: int
+    #: The Launchpad bug number, or a name for a fix that has none.
+    bug: object
     title: str
     #: True while the bug is open in nova master: its regression tests must
     #: fail (recreate the bug) on vanilla nova.
     open_upstream: bool
     upstream: str
     targets: tuple
+    #: Name of its functional test module(s): tests/functional/<name>*.py
+    test_module: str = ''
     #: The series whose originals are recorded (see fingerprints.json).
     series: tuple = (DEFAULT_SERIES,)
 
@@ -113,14 +120,40 @@ FIXES = (
             Target('nova.compute.manager:ComputeManager._revert_allocation',
                    'nova_fixes.compute.manager:_revert_allocation'),
         ),
+        test_module='test_bug_1848343',
+    ),
+    Fix(
+        bug='orphans',
+        title='Guests running on a compute host that nova does not know '
+              'about are never found',
+        open_upstream=True,
+        upstream='open; nova only handles guests whose record is deleted '
+                 '(running_deleted_instance_action)',
+        targets=(
+            Target('nova.compute.manager:ComputeManager.'
+                   '_cleanup_orphan_instances',
+                   'nova_fixes.compute.manager:'
+                   'orphan_instances_periodic_task',
+                   new=True, periodic=True),
+        ),
+        test_module='test_orphan_instances',
     ),
 )
 
-FIXES_BY_BUG = {fix.bug: fix for fix in FIXES}
+FIXES_BY_BUG = {str(fix.bug): fix for fix in FIXES}
 
 
 def get_fix(bug):
     try:
-        return FIXES_BY_BUG[int(bug)]
-    except (KeyError, ValueError):
+        return FIXES_BY_BUG[str(bug)]
+    except KeyError:
         raise errors.UnknownFix(bug, sorted(FIXES_BY_BUG))
+
+
+def fix_of_test(test_id):
+    """The fix a functional test id belongs to, by its module name."""
+    module = test_id.split('.')[2] if test_id.count('.') >= 2 else ''
+    for fix in FIXES:
+        if fix.test_module and module.startswith(fix.test_module):
+            return fix
+    return None

@@ -25,7 +25,7 @@ def _list(args):
     series = activation.series_of(version)
     print('nova %s (series %s)' % (version, series))
     for fix in registry.FIXES:
-        print('bug %d: %s [upstream: %s]' % (fix.bug, fix.title,
+        print('bug %s: %s [upstream: %s]' % (fix.bug, fix.title,
                                              fix.upstream))
         for target in fix.targets:
             print('  %s %s' % ('adds' if target.new else 'replaces',

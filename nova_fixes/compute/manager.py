@@ -12,11 +12,22 @@
 
 """Drop-ins for nova/compute/manager.py."""
 
+import time
+
 from oslo_log import log as logging
+from oslo_service import periodic_task
 
+from nova.compute import power_state
 from nova.compute import utils as compute_utils
+import nova.conf
 from nova import exception
+from nova import objects
+from nova import utils
 
+from nova_fixes import conf as fixes_conf
+
+CONF = nova.conf.CONF
+fixes_conf.register_opts(CONF)
 LOG = logging.getLogger(__name__)
 
 
@@ -67,3 +78,168 @@ def _revert_allocation(self, context, instance, migration):
                       migration.uuid, instance=instance)
         return False
     return orig_alloc
+
+
+# -- orphan instances ------------------------------------------------------
+
+ORPHAN_TASK = '_cleanup_orphan_instances'
+UNKNOWN = 'unknown'
+FOREIGN = 'foreign'
+
+
+class OrphanGuest(object):
+    """A guest on this host that nova does not account for here."""
+
+    def __init__(self, uuid, reason, record=None):
+        self.uuid = uuid
+        self.reason = reason
+        self.record = record
+
+    @property
+    def host(self):
+        return self.record.host if self.record is not None else None
+
+    def describe(self):
+        if self.reason == UNKNOWN:
+            return 'unknown: no instance record in the cell database'
+        return ('foreign: its instance record names host %s and no '
+                'migration involving this host is in progress' % self.host)
+
+
+def find_orphan_instances(manager, context):
+    """Classify the guests of the hypervisor against nova's records.
+
+    A constant number of database round trips, whatever the number of
+    guests: one for the compute nodes of this host, one per node for its
+    migrations in progress, one for the instance records of every guest
+    (deleted ones included).
+
+    :returns: the list of OrphanGuest, unknown and foreign
+    :raises: whatever a lookup raises: without a complete answer there is
+        no decision
+    """
+    conf = CONF.orphan_instances
+    ignored = set(uuid.lower() for uuid in conf.ignore_uuids)
+    uuids = set(manager.driver.list_instance_uuids()) - ignored
+    if not uuids:
+        return []
+
+    protected = set()
+    nodes = objects.ComputeNodeList.get_all_by_host(context, manager.host)
+    for node in nodes:
+        migrations = objects.MigrationList.get_in_progress_by_host_and_node(
+            context, manager.host, node.hypervisor_hostname)
+        protected.update(mig.instance_uuid for mig in migrations)
+
+    with utils.temporary_mutation(context, read_deleted='yes'):
+        records = objects.InstanceList.get_by_filters(
+            context, {'uuid': sorted(uuids)}, expected_attrs=['flavor'],
+            use_slave=True)
+    by_uuid = {record.uuid: record for record in records}
+
+    orphans = []
+    for uuid in sorted(uuids):
+        record = by_uuid.get(uuid)
+        if record is None:
+            orphans.append(OrphanGuest(uuid, UNKNOWN))
+        elif record.deleted or record.host == manager.host:
+            # Deleted but present: [DEFAULT]running_deleted_instance_action
+            # handles it. On this host: not an orphan.
+            continue
+        elif uuid in protected or record.task_state is not None:
+            LOG.debug('Guest %s: its record names host %s, but a move or '
+                      'another operation is in progress; not an orphan.',
+                      uuid, record.host)
+        else:
+            orphans.append(OrphanGuest(uuid, FOREIGN, record))
+    return orphans
+
+
+def _guest_instance(context, orphan):
+    """The Instance handed to the virt driver for an orphan guest.
+
+    A foreign guest has its live record. An unknown guest has none: drivers
+    find guests by UUID, and the empty flavor keeps a driver's own
+    accounting of resources it never claimed for this guest unchanged.
+    """
+    if orphan.record is not None:
+        return orphan.record
+    return objects.Instance(
+        context, uuid=orphan.uuid, system_metadata={},
+        flavor=objects.Flavor(vcpus=0, memory_mb=0, root_gb=0,
+                              ephemeral_gb=0, swap=0, extra_specs={}))
+
+
+def _act_on_orphan(manager, context, orphan, action):
+    instance = _guest_instance(context, orphan)
+    if action == 'stop':
+        if manager.driver.get_info(instance).state == power_state.SHUTDOWN:
+            return 'none (already stopped)'
+        manager.driver.power_off(instance)
+        return 'stopped'
+    # Only the guest on this host: no disks (a foreign guest's live
+    # instance may be on the same shared storage), no volume detach, no
+    # port unbinding.
+    manager.driver.destroy(context, instance, network_info=[],
+                           block_device_info=None, destroy_disks=False)
+    return 'reaped (guest destroyed, disks kept)'
+
+
+def _cleanup_orphan_instances(self, context):
+    """Added to ComputeManager: the periodic task for orphan instances.
+
+    Finds the guests of this host's hypervisor that nova does not account
+    for here (see find_orphan_instances) and, as [orphan_instances]action
+    says, logs them (default), stops them or reaps them once they have
+    been orphans for grace_period seconds, at most max_actions_per_run a
+    run. Every decision is logged with the guest's UUID and reason.
+
+    Guests whose record is deleted but still present are left to
+    _cleanup_running_deleted_instances.
+    """
+    conf = CONF.orphan_instances
+    try:
+        orphans = find_orphan_instances(self, context)
+    except Exception:
+        LOG.exception('Orphan instances: looking the guests of this host up '
+                      'failed; no decision in this run, the next run tries '
+                      'again.')
+        return
+
+    now = time.monotonic()
+    first_seen = getattr(self, '_orphan_instances_first_seen', {})
+    first_seen = {o.uuid: first_seen.get(o.uuid, now) for o in orphans}
+    self._orphan_instances_first_seen = first_seen
+
+    acted = 0
+    for orphan in orphans:
+        age = now - first_seen[orphan.uuid]
+        if conf.action == 'log':
+            outcome = 'none (action is log)'
+        elif age < conf.grace_period:
+            outcome = ('none yet (orphan for %d s of the %d s grace period)'
+                       % (age, conf.grace_period))
+        elif acted >= conf.max_actions_per_run:
+            outcome = ('deferred to the next run (max_actions_per_run %d '
+                       'reached)' % conf.max_actions_per_run)
+        else:
+            try:
+                outcome = _act_on_orphan(self, context, orphan, conf.action)
+            except Exception:
+                LOG.exception('Orphan instance %s (%s): action %s failed.',
+                              orphan.uuid, orphan.describe(), conf.action)
+                continue
+            acted += 1
+        LOG.warning('Orphan instance %s (%s); action: %s.',
+                    orphan.uuid, orphan.describe(), outcome)
+
+
+def orphan_instances_periodic_task():
+    """The periodic task as registered on ComputeManager at activation.
+
+    Its spacing is [orphan_instances]poll_interval when the fixes are
+    activated (0 disables it).
+    """
+    spacing = CONF.orphan_instances.poll_interval or -1
+    return periodic_task.periodic_task(
+        spacing=spacing, run_immediately=False)(_cleanup_orphan_instances)

@@ -30,9 +30,13 @@ from nova import context as nova_context
 from nova import objects
 from nova.tests.functional.api import client as api_client
 
+from nova_fixes import conf as fixes_conf
 from nova_fixes import fixture as nova_fixes_fixture
 
 CONF = nova.conf.CONF
+# The options exist in every mode, so that a test can set them on vanilla
+# nova too (where nothing reads them).
+fixes_conf.register_opts(CONF)
 MODES = ('dropin', 'vanilla', 'patched')
 #: Starts the message of every leak assertion, so that the recreate report
 #: tells a test that recreated its bug from one that broke another way.
@@ -77,7 +81,8 @@ class NovaFixesTestMixin(object):
     Mix in before nova's test base class. ``recreates`` tells the recreate
     report what the class's tests do on vanilla nova: True for scenarios
     that must fail there (they recreate the bug), False for no-regression
-    cases that must pass on every nova.
+    cases that must pass on every nova, None for tests of what a fix adds
+    (an option, a task) that vanilla nova has not got.
     """
 
     recreates = True

@@ -22,13 +22,22 @@ from nova_fixes import fixture
 from nova_fixes import registry
 
 
+ALL = [fix.bug for fix in registry.FIXES]
+
+
 def _snapshot():
-    """The raw __dict__ entry behind every target (or a marker)."""
+    """The raw __dict__ entry behind every target (or a marker), and the
+    periodic tasks of their owners.
+    """
     state = {}
     for fix in registry.FIXES:
         for target in fix.targets:
             owner, name = activation._resolve(target.path)
             state[target.path] = vars(owner).get(name, 'MISSING')
+            if target.periodic:
+                state['periodic tasks of %s' % owner.__name__] = (
+                    list(owner._periodic_tasks),
+                    dict(owner._periodic_spacing))
     return state
 
 
@@ -40,13 +49,17 @@ class ActivationTestCase(testtools.TestCase):
         self.before = _snapshot()
 
     def test_activate_replaces_every_target(self):
-        self.assertEqual([1848343], nova_fixes.activate())
+        self.assertEqual(ALL, nova_fixes.activate())
         after = _snapshot()
         for fix in registry.FIXES:
             for target in fix.targets:
+                if target.periodic:
+                    owner, name = activation._resolve(target.path)
+                    self.assertIn(name, dict(owner._periodic_tasks))
+                    continue
                 self.assertIs(activation._replacement(target),
                               after[target.path], target.path)
-        self.assertEqual([1848343], nova_fixes.active_fixes())
+        self.assertEqual(ALL, nova_fixes.active_fixes())
 
     def test_activate_is_idempotent(self):
         nova_fixes.activate()
@@ -56,11 +69,14 @@ class ActivationTestCase(testtools.TestCase):
 
     def test_deactivate_restores_the_originals_exactly(self):
         nova_fixes.activate()
-        self.assertEqual([1848343], nova_fixes.deactivate())
+        self.assertEqual(ALL, nova_fixes.deactivate())
         after = _snapshot()
         self.assertEqual(set(self.before), set(after))
         for path, original in self.before.items():
-            self.assertIs(original, after[path], path)
+            if path.startswith('periodic tasks'):
+                self.assertEqual(original, after[path])
+            else:
+                self.assertIs(original, after[path], path)
         self.assertEqual([], nova_fixes.active_fixes())
         self.assertEqual([], nova_fixes.deactivate())
 
@@ -70,7 +86,8 @@ class ActivationTestCase(testtools.TestCase):
         # The last target of the fix is the one that does not match, so
         # that every target before it has been checked and would have been
         # patched by a non-atomic activation.
-        last = registry.FIXES[-1].targets[-1]
+        last = [target for fix in registry.FIXES for target in fix.targets
+                if not target.new][-1]
         recorded[series][last.path] = 'f' * 20
         with mock.patch.object(fingerprint, 'recorded',
                                return_value=recorded):
@@ -159,7 +176,7 @@ class FixtureTestCase(testtools.TestCase):
         before = _snapshot()
         fix = fixture.NovaFixes()
         with fix:
-            self.assertEqual([1848343], nova_fixes.active_fixes())
+            self.assertEqual(ALL, nova_fixes.active_fixes())
             self.assertNotEqual(before, _snapshot())
         self.assertEqual([], nova_fixes.active_fixes())
         self.assertEqual(before, _snapshot())
@@ -169,4 +186,4 @@ class FixtureTestCase(testtools.TestCase):
         self.addCleanup(nova_fixes.deactivate)
         with fixture.NovaFixes():
             pass
-        self.assertEqual([1848343], nova_fixes.active_fixes())
+        self.assertEqual(ALL, nova_fixes.active_fixes())

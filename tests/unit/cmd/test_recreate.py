@@ -26,7 +26,12 @@ LIVE = 'tests.functional.test_bug_1848343.LiveServerTest.test_b'
 FIXED_BUG = 'tests.functional.test_bug_1859496.DeleteBuildTest.test_c'
 
 
+ORPHAN = 'tests.functional.test_orphan_instances.SafetyTest.test_d'
+
+
 def _recreates(test_id, tree):
+    if 'Safety' in test_id:
+        return None
     return 'Live' not in test_id
 
 
@@ -84,6 +89,16 @@ class BuildRowsTestCase(testtools.TestCase):
                         recreate.Outcome('success'))
         self.assertEqual(('not recreated', True),
                          (row['vanilla'], row['ok']))
+
+    def test_test_of_the_fix_itself(self):
+        row = self._row(ORPHAN, recreate.Outcome('skip'),
+                        recreate.Outcome('success'))
+        self.assertEqual(('n/a (tests the fix itself)', 'PASS', True),
+                         (row['vanilla'], row['fixed'], row['ok']))
+        self.assertEqual('orphans', row['bug'])
+        row = self._row(ORPHAN, recreate.Outcome('skip'),
+                        recreate.Outcome('skip'))
+        self.assertEqual(('FAIL', False), (row['fixed'], row['ok']))
 
     def test_table(self):
         rows = [self._row(DELETED, recreate.Outcome('fail', LEAK_TB),

@@ -1,0 +1,226 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Unit tests of the orphan instances classification and task."""
+
+import types
+from unittest import mock
+
+from nova.compute import power_state
+from nova.compute import task_states
+import nova.conf
+from nova import objects
+from oslo_config import fixture as config_fixture
+from oslo_utils.fixture import uuidsentinel as uuids
+import testtools
+
+from nova_fixes.compute import manager
+from nova_fixes import conf as fixes_conf
+
+CONF = nova.conf.CONF
+
+
+def _record(uuid, host, deleted=False, task_state=None):
+    return mock.Mock(uuid=uuid, host=host, deleted=deleted,
+                     task_state=task_state)
+
+
+class _Base(testtools.TestCase):
+
+    def setUp(self):
+        super(_Base, self).setUp()
+        objects.register_all()
+        fixes_conf.register_opts(CONF)
+        self.conf = self.useFixture(config_fixture.Config(CONF))
+        self.manager = mock.Mock(spec=['host', 'driver'], host='host1')
+        self.context = types.SimpleNamespace(read_deleted='no')
+        self.records = []
+        self.migrations = []
+        for target, value in (
+                ('nova.objects.ComputeNodeList.get_all_by_host',
+                 [mock.Mock(hypervisor_hostname='node1')]),
+                ('nova.objects.MigrationList.'
+                 'get_in_progress_by_host_and_node', None),
+                ('nova.objects.InstanceList.get_by_filters', None)):
+            patcher = mock.patch(target)
+            mocked = patcher.start()
+            self.addCleanup(patcher.stop)
+            if value is not None:
+                mocked.return_value = value
+            setattr(self, target.rsplit('.', 1)[1], mocked)
+        self.get_in_progress_by_host_and_node.side_effect = (
+            lambda *a: self.migrations)
+        self.get_by_filters.side_effect = lambda *a, **k: self.records
+
+    def guests(self, *uuids):
+        self.manager.driver.list_instance_uuids.return_value = list(uuids)
+
+
+class ClassificationTestCase(_Base):
+
+    def _find(self):
+        return {o.uuid: (o.reason, o.host)
+                for o in manager.find_orphan_instances(self.manager,
+                                                       self.context)}
+
+    def test_no_guests_no_lookup(self):
+        self.guests()
+        self.assertEqual({}, self._find())
+        self.get_by_filters.assert_not_called()
+
+    def test_classification(self):
+        self.guests(uuids.mine, uuids.unknown, uuids.foreign,
+                    uuids.deleted, uuids.moving, uuids.busy)
+        self.records = [
+            _record(uuids.mine, 'host1'),
+            _record(uuids.foreign, 'host2'),
+            _record(uuids.deleted, 'host2', deleted=True),
+            _record(uuids.moving, 'host2'),
+            _record(uuids.busy, 'host2',
+                    task_state=task_states.REBOOTING),
+        ]
+        self.migrations = [mock.Mock(instance_uuid=uuids.moving)]
+        self.assertEqual({uuids.unknown: ('unknown', None),
+                          uuids.foreign: ('foreign', 'host2')},
+                         self._find())
+
+    def test_constant_round_trips(self):
+        self.guests(*['%032x' % i for i in range(500)])
+        self.assertEqual(500, len(self._find()))
+        self.assertEqual(1, self.get_by_filters.call_count)
+        self.assertEqual(1, self.get_all_by_host.call_count)
+        self.assertEqual(1,
+                         self.get_in_progress_by_host_and_node.call_count)
+        filters = self.get_by_filters.call_args[0][1]
+        self.assertEqual(500, len(filters['uuid']))
+
+    def test_deleted_records_are_read(self):
+        self.guests(uuids.a)
+
+        def read(context, filters, **kwargs):
+            self.assertEqual('yes', context.read_deleted)
+            return []
+
+        self.get_by_filters.side_effect = read
+        self._find()
+        self.assertEqual('no', self.context.read_deleted)
+
+    def test_ignored(self):
+        self.conf.config(ignore_uuids=[uuids.a.upper()],
+                         group='orphan_instances')
+        self.guests(uuids.a, uuids.b)
+        self.assertEqual([uuids.b], list(self._find()))
+
+    def test_lookup_errors_propagate(self):
+        self.guests(uuids.a)
+        self.get_by_filters.side_effect = RuntimeError('DB down')
+        self.assertRaises(RuntimeError, self._find)
+
+
+class TaskTestCase(_Base):
+
+    def _run(self):
+        manager._cleanup_orphan_instances(self.manager, self.context)
+
+    def test_log_changes_nothing(self):
+        self.guests(uuids.a)
+        with mock.patch.object(manager, 'LOG') as log:
+            self._run()
+        self.manager.driver.destroy.assert_not_called()
+        self.manager.driver.power_off.assert_not_called()
+        self.assertIn(uuids.a, log.warning.call_args[0])
+
+    def test_stop_only_powers_off(self):
+        self.conf.config(action='stop', grace_period=0,
+                         group='orphan_instances')
+        self.guests(uuids.a)
+        self.manager.driver.get_info.return_value = mock.Mock(
+            state=power_state.RUNNING)
+        self._run()
+        self.manager.driver.power_off.assert_called_once()
+        self.manager.driver.destroy.assert_not_called()
+
+    def test_reap_keeps_disks_volumes_and_ports(self):
+        self.conf.config(action='reap', grace_period=0,
+                         group='orphan_instances')
+        self.guests(uuids.a)
+        self.records = [_record(uuids.a, 'host2')]
+        self._run()
+        self.manager.driver.destroy.assert_called_once_with(
+            self.context, self.records[0], network_info=[],
+            block_device_info=None, destroy_disks=False)
+
+    def test_lookup_failure_decides_nothing(self):
+        self.conf.config(action='reap', grace_period=0,
+                         group='orphan_instances')
+        self.guests(uuids.a)
+        self.get_by_filters.side_effect = Exception('timeout')
+        with mock.patch.object(manager, 'LOG') as log:
+            self._run()
+        self.manager.driver.destroy.assert_not_called()
+        log.exception.assert_called_once()
+
+    def test_a_failed_action_does_not_stop_the_run(self):
+        self.conf.config(action='reap', grace_period=0,
+                         group='orphan_instances')
+        self.guests(uuids.a, uuids.b)
+        self.manager.driver.destroy.side_effect = [Exception('busy'), None]
+        self._run()
+        self.assertEqual(2, self.manager.driver.destroy.call_count)
+
+    def test_grace_is_tracked_per_guest(self):
+        self.conf.config(action='reap', grace_period=10,
+                         group='orphan_instances')
+        self.guests(uuids.a)
+        with mock.patch('time.monotonic', return_value=100.0):
+            self._run()
+        self.guests(uuids.a, uuids.b)
+        with mock.patch('time.monotonic', return_value=110.0):
+            self._run()
+        destroyed = [c[0][1].uuid for c in
+                     self.manager.driver.destroy.call_args_list]
+        self.assertEqual([uuids.a], destroyed)
+        # A guest that stopped being an orphan is forgotten.
+        self.guests(uuids.b)
+        with mock.patch('time.monotonic', return_value=111.0):
+            self._run()
+        self.assertEqual({uuids.b: 110.0},
+                         self.manager._orphan_instances_first_seen)
+
+
+class OptionsTestCase(testtools.TestCase):
+
+    def test_list_opts(self):
+        groups = dict((g.name, opts) for g, opts in fixes_conf.list_opts())
+        self.assertEqual(
+            ['action', 'poll_interval', 'grace_period',
+             'max_actions_per_run', 'ignore_uuids'],
+            [o.name for o in groups['orphan_instances']])
+
+    def test_malformed_values_are_refused(self):
+        fixes_conf.register_opts(CONF)
+        conf = self.useFixture(config_fixture.Config(CONF))
+        for name, value in (('action', 'delete'), ('poll_interval', -1),
+                            ('ignore_uuids', ['not-a-uuid'])):
+            self.assertRaises(ValueError, conf.config,
+                              group='orphan_instances', **{name: value})
+
+    def test_poll_interval(self):
+        fixes_conf.register_opts(CONF)
+        conf = self.useFixture(config_fixture.Config(CONF))
+        conf.config(poll_interval=120, group='orphan_instances')
+        self.assertEqual(120,
+                         manager.orphan_instances_periodic_task()
+                         ._periodic_spacing)
+        conf.config(poll_interval=0, group='orphan_instances')
+        task = manager.orphan_instances_periodic_task()
+        self.assertLess(task._periodic_spacing, 0)
