@@ -46,6 +46,15 @@ def _count(name, results):
     return len(results) - len(failed), len(failed)
 
 
+def _suite(name, run):
+    """Run one suite; a suite that cannot run counts as one failure."""
+    try:
+        return run()
+    except Exception as e:
+        print('%s: did not run: %s' % (name, e))
+        return None
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     p.add_argument('--skip-nova-intree', action='store_true',
@@ -56,18 +65,24 @@ def main():
     passed = failed = 0
     start = time.time()
 
-    unit = recreate.run_suite(tree, 'dropin', test_path='tests/unit',
-                              concurrency=args.concurrency,
-                              progress=_progress)
-    p_, f_ = _count('unit tests', unit)
-    passed, failed = passed + p_, failed + f_
+    def run(mode, test_path='tests/functional'):
+        return lambda: recreate.run_suite(
+            tree, mode, test_path=test_path, concurrency=args.concurrency,
+            progress=_progress)
 
-    vanilla = recreate.run_suite(tree, 'vanilla',
-                                 concurrency=args.concurrency,
-                                 progress=_progress)
-    fixed = recreate.run_suite(tree, recreate.FIXED_MODE,
-                               concurrency=args.concurrency,
-                               progress=_progress)
+    unit = _suite('unit tests', run('dropin', 'tests/unit'))
+    if unit is None:
+        failed += 1
+    else:
+        p_, f_ = _count('unit tests', unit)
+        passed, failed = passed + p_, failed + f_
+
+    vanilla = _suite('functional tests on vanilla nova', run('vanilla'))
+    fixed = _suite('functional tests with the fixes',
+                   run(recreate.FIXED_MODE))
+    if vanilla is None or fixed is None:
+        vanilla, fixed = vanilla or {}, fixed or {}
+        failed += 1
     rows = recreate.build_rows(tree, vanilla, fixed)
     print(recreate.format_table(rows))
     bad = [r for r in rows if not r['ok']]
@@ -79,13 +94,13 @@ def main():
     passed, failed = passed + len(rows) - len(bad), failed + len(bad)
 
     if not args.skip_nova_intree:
-        intree = recreate.run_suite(tree, 'dropin',
-                                    test_path='tests/nova_intree',
-                                    concurrency=args.concurrency,
-                                    progress=_progress)
-        p_, f_ = _count("nova's in-tree tests with the fixes active",
-                        intree)
-        passed, failed = passed + p_, failed + f_
+        name = "nova's in-tree tests with the fixes active"
+        intree = _suite(name, run('dropin', 'tests/nova_intree'))
+        if intree is None:
+            failed += 1
+        else:
+            p_, f_ = _count(name, intree)
+            passed, failed = passed + p_, failed + f_
 
     print('all suites took %d s' % (time.time() - start))
     print('%d passed, %d failed' % (passed, failed))
