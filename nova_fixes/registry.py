@@ -17,6 +17,7 @@ import it before nova's own monkey patching has run.
 """
 
 import dataclasses
+import re
 
 from nova_fixes import errors
 
@@ -142,12 +143,28 @@ FIXES = (
 
 FIXES_BY_BUG = {str(fix.bug): fix for fix in FIXES}
 
+#: Bugs fixed in nova itself whose regression tests nova-fixes carries:
+#: vanilla nova passes them; a run with the upstream fix taken out
+#: (NOVA_FIXES_WITHOUT=<commit>) shows that they catch the bug.
+FIXED_UPSTREAM = {
+    1859496: 'f35930eef8 (nova 21.0.0)',
+}
+
 
 def get_fix(bug):
     try:
         return FIXES_BY_BUG[str(bug)]
     except KeyError:
         raise errors.UnknownFix(bug, sorted(FIXES_BY_BUG))
+
+
+def bug_of_test(test_id):
+    """The bug id a functional test id is about, by its module name."""
+    fix = fix_of_test(test_id)
+    if fix is not None:
+        return fix.bug
+    match = re.search(r'\.test_bug_(\d+)', test_id)
+    return int(match.group(1)) if match else None
 
 
 def fix_of_test(test_id):

@@ -104,7 +104,7 @@ def build_rows(tree, vanilla, fixed):
     rows = []
     for test_id in sorted(set(vanilla) | set(fixed)):
         fix = registry.fix_of_test(test_id)
-        bug = fix.bug if fix else None
+        bug = registry.bug_of_test(test_id)
         recreates = _recreates(test_id, tree)
         van = vanilla.get(test_id)
         fxd = fixed.get(test_id)
@@ -116,6 +116,9 @@ def build_rows(tree, vanilla, fixed):
         elif recreates:
             vanilla_text = ('RECREATED' if van and van.recreated
                             else 'not recreated')
+            if bug in registry.FIXED_UPSTREAM and not (van and van.recreated):
+                vanilla_text += ' (fixed upstream by %s)' % (
+                    registry.FIXED_UPSTREAM[bug])
             must_recreate = bool(fix and fix.open_upstream)
             vanilla_ok = (van is not None and van.recreated
                           ) or not must_recreate
