@@ -20,8 +20,6 @@ The nova under test is chosen per process by NOVA_FIXES_MODE:
 - patched: a nova with patches/<series> applied, nothing activated.
 """
 
-import os
-import sys
 import time
 
 from nova.cmd import manage
@@ -32,12 +30,12 @@ from nova.tests.functional.api import client as api_client
 
 from nova_fixes import conf as fixes_conf
 from nova_fixes import fixture as nova_fixes_fixture
+from tests import common
 
 CONF = nova.conf.CONF
 # The options exist in every mode, so that a test can set them on vanilla
 # nova too (where nothing reads them).
 fixes_conf.register_opts(CONF)
-MODES = ('dropin', 'vanilla', 'patched')
 #: Starts the message of every leak assertion, so that the recreate report
 #: tells a test that recreated its bug from one that broke another way.
 LEAK = 'LEAK: '
@@ -47,32 +45,6 @@ LEAK = 'LEAK: '
 DONE_MIGRATION_STATUSES = frozenset((
     'confirmed', 'reverted', 'error', 'failed', 'completed', 'cancelled',
     'done'))
-
-
-def mode():
-    value = os.environ.get('NOVA_FIXES_MODE', 'dropin')
-    if value not in MODES:
-        raise ValueError('NOVA_FIXES_MODE=%r is not one of %s'
-                         % (value, ', '.join(MODES)))
-    return value
-
-
-def api_paste_config():
-    """Where nova's api-paste.ini is for the installed nova.
-
-    nova's test configuration looks under the parent of the nova package,
-    but a wheel installs data files under the environment's prefix.
-    """
-    import nova
-    candidates = [
-        os.path.join(os.path.dirname(os.path.dirname(nova.__file__)),
-                     'etc', 'nova', 'api-paste.ini'),
-        os.path.join(sys.prefix, 'etc', 'nova', 'api-paste.ini'),
-    ]
-    for path in candidates:
-        if os.path.exists(path):
-            return path
-    raise RuntimeError('nova api-paste.ini not found in %s' % candidates)
 
 
 class NovaFixesTestMixin(object):
@@ -90,9 +62,9 @@ class NovaFixesTestMixin(object):
     def setUp(self):
         # An override outlives the defaults nova's ConfFixture sets in
         # super().setUp(), and its reset() at cleanup removes it.
-        CONF.set_override('api_paste_config', api_paste_config(),
+        CONF.set_override('api_paste_config', common.api_paste_config(),
                           group='wsgi')
-        if mode() == 'dropin':
+        if common.mode() == 'dropin':
             self.useFixture(nova_fixes_fixture.NovaFixes())
         super(NovaFixesTestMixin, self).setUp()
 

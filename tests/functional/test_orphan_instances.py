@@ -33,6 +33,7 @@ from nova.tests.functional import integrated_helpers
 from nova.virt import fake
 from oslo_utils.fixture import uuidsentinel as uuids
 
+from tests import common
 from tests.functional import base
 
 TASK = '_cleanup_orphan_instances'
@@ -215,7 +216,7 @@ class OrphanInstancesSafetyTest(_OrphanTestBase):
 
     def setUp(self):
         super(OrphanInstancesSafetyTest, self).setUp()
-        if base.mode() == 'vanilla':
+        if common.mode() == 'vanilla':
             self.skipTest('tests the orphan instances task itself')
 
     def test_log_is_the_default_and_changes_nothing(self):

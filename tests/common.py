@@ -1,0 +1,47 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""What every test suite of nova-fixes shares; imports no nova at import
+time, so that a suite can import it before nova's own test package.
+"""
+
+import os
+import sys
+
+#: NOVA_FIXES_MODE: the nova under test in a test process.
+MODES = ('dropin', 'vanilla', 'patched')
+
+
+def mode():
+    value = os.environ.get('NOVA_FIXES_MODE', 'dropin')
+    if value not in MODES:
+        raise ValueError('NOVA_FIXES_MODE=%r is not one of %s'
+                         % (value, ', '.join(MODES)))
+    return value
+
+
+def api_paste_config():
+    """Where nova's api-paste.ini is for the installed nova.
+
+    nova's test configuration looks under the parent of the nova package,
+    but a wheel installs data files under the environment's prefix.
+    """
+    import nova
+    candidates = [
+        os.path.join(os.path.dirname(os.path.dirname(nova.__file__)),
+                     'etc', 'nova', 'api-paste.ini'),
+        os.path.join(sys.prefix, 'etc', 'nova', 'api-paste.ini'),
+    ]
+    for path in candidates:
+        if os.path.exists(path):
+            return path
+    raise RuntimeError('nova api-paste.ini not found in %s' % candidates)

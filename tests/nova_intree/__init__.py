@@ -1,0 +1,286 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""nova's own functional tests for moves, run with the drop-ins active.
+
+Shows that the drop-ins do not regress nova: a selection of nova's in-tree
+functional tests (SELECTION below) runs, under nova's own test ids, in a
+process where ``nova_fixes.activate()`` replaced nova's code::
+
+    stestr --test-path ./tests/nova_intree --top-dir ./ run
+
+(or ``tox -e nova-intree``). This package implements the unittest
+``load_tests`` protocol; it has no tests of its own.
+
+NOVA_FIXES_MODE chooses the nova under test, as for tests/functional:
+
+- dropin (default): every fix is activated when this package is imported;
+- vanilla: nothing is activated, to compare with nova as released;
+- patched: nothing is activated, nova has the fixes applied as patches.
+
+With the fixes (dropin or patched), nova's test_bug_1848343 must fail on
+the assertion it makes under a FIXME, which asserts the very leak of bug
+1848343: see EXPECTED_FLIPS.
+"""
+
+import functools
+import importlib
+import os
+import sys
+import traceback
+
+from testtools import content
+
+import nova_fixes
+from tests import common
+
+_F = 'nova.tests.functional.'
+_R = _F + 'regressions.test_bug_'
+
+#: nova's tests that run, as ``module`` (every test of the module) or
+#: ``module:Class`` (the tests of that class, inherited ones included).
+#: Chosen because they move allocations from the instance to a migration
+#: consumer and back: conductor's replace_allocation_with_migration and
+#: revert_allocation_for_migration, the compute's _revert_allocation and
+#: SchedulerReportClient.move_allocations, which the fix of bug 1848343
+#: replaces.
+SELECTION = (
+    # -- test_servers: resize, cold migrate, live migrate -------------------
+    # Resize (confirm, revert, same host, reschedule), cold migrate, live
+    # migrate and evacuate of one server, with the allocations checked at
+    # each step; the Nested classes repeat them with nested providers.
+    _F + 'test_servers:ServerMovingTests',
+    _F + 'test_servers:ServerMovingTestsWithNestedComputes',
+    _F + 'test_servers:ServerMovingTestsWithNestedResourceRequests',
+    _F + 'test_servers:ServerMovingTestsFromFlatToNested',
+    # Forced live migration, and live migration abort (_revert_allocation
+    # via live_migration_abort / _rollback_live_migration).
+    _F + 'test_servers:ServerLiveMigrateForceAndAbort',
+    _F + 'test_servers:'
+         'ServerLiveMigrateForceAndAbortWithNestedResourcesRequest',
+    # The compute periodic task that confirms resizes.
+    _F + 'test_servers:PollUnconfirmedResizesTest',
+    # Consumer generation conflicts while allocations are moved: what
+    # move_allocations reports when placement refuses the write.
+    _F + 'test_servers:ConsumerGenerationConflictTest',
+    # -- moves with ports that have resource requests ------------------------
+    # move_allocations carries the port's bandwidth allocations on the
+    # network device providers too.
+    _F + 'test_servers_resource_request:ServerMoveWithPortResourceRequestTest',
+    _F + 'test_servers_resource_request:'
+         'ServerMoveWithMultiGroupResourceRequestBasedSchedulingTest',
+    _F + 'test_servers_resource_request:'
+         'LiveMigrateAbortWithPortResourceRequestTest',
+    _F + 'test_servers_resource_request:CrossCellResizeWithQoSPort',
+    # -- cold migration and cross-cell resize ------------------------------
+    _F + 'test_cold_migrate',
+    # Cross-cell resize: its revert at the source uses _revert_allocation.
+    _F + 'test_cross_cell_migrate',
+    # -- nova/tests/functional/compute -------------------------------------
+    # Live migration failures and their rollback.
+    _F + 'compute.test_live_migration',
+    # A resize reverted by the compute's init_host after a crash.
+    _F + 'compute.test_init_host',
+    # -- regressions: every module whose tests resize, cold migrate, live
+    # migrate or evacuate a server (grep for _migrate, resize,
+    # live_migrat, evacuat, move_allocations; 1943431 is left out: it is
+    # a Cinder volume migration, not a server move).
+    _R + '1595962',  # live migrate with a serial console (libvirt)
+    _R + '1628606',  # post live migration fails
+    _R + '1669054',  # resize, then evacuate
+    _R + '1702454',  # evacuate to a target host the scheduler checks
+    _R + '1713783',  # evacuate that fails with NoValidHost
+    _R + '1718455',  # live migrate one of several servers created together
+    _R + '1718512',  # resize rescheduled, then live migrate
+    _R + '1735407',  # parallel evacuations in a server group
+    _R + '1741125',  # resize rescheduled
+    _R + '1741364',  # live migrate with rbd volumes (libvirt)
+    _R + '1764556',  # cold migrate with a deleted service
+    _R + '1764883',  # evacuate while the source comes back
+    _R + '1781286',  # migrate reschedule in a cell conductor
+    _R + '1790204',  # resize to the same host: doubled allocations
+    _R + '1794996',  # evacuate, delete, restart the source compute
+    _R + '1797580',  # cold migrate to a target host, then live migrate
+    _R + '1815153',  # cold migrate and evacuate keep requested_destination
+    _R + '1823370',  # evacuate in a multi-cell deployment
+    _R + '1825020',  # volume-backed resize to a smaller disk
+    _R + '1825537',  # finish_resize fails: allocations cleaned up
+    _R + '1830747',  # cold migrate reschedule with a server group
+    _R + '1843090',  # migrate with pinned compute RPC
+    _R + '1845291',  # forced host migrate reschedule
+    _R + '1848343',  # server deleted during a move (see EXPECTED_FLIPS)
+    _R + '1849165',  # live migration and the resource tracker race
+    _R + '1879878',  # confirm/revert and the resource tracker race
+    _R + '1888395',  # live migrate without multiple port bindings
+    _R + '1889108',  # pre_live_migration rollback and volume attachments
+    _R + '1890244',  # evacuate with deleted server groups
+    _R + '1896463',  # evacuate and the resource tracker race
+    _R + '1899835',  # pre_live_migration rollback and volume disconnect
+    _R + '1922053',  # force up a compute with done evacuations
+    _R + '1938326',  # migrate from a disabled or down host
+    _R + '1939545',  # live migrate with block volumes (libvirt)
+    _R + '1944619',  # live migration rollback with offloaded OVS (libvirt)
+    _R + '1978983',  # evacuate with a task state
+    _R + '1983753',  # resize with PCI devices (libvirt)
+    _R + '2007968',  # resize (libvirt)
+    _R + '2044235',  # messaging timeout in live migration checks
+    _R + '2080531',  # live migrate after an interface attach (libvirt)
+    _R + '2085975',  # compute startup with an evacuation in progress
+    _R + '2108974',  # cross-cell resize keeps keypairs
+    _R + '2139351',  # live migrate and iothread pinning (libvirt)
+    _R + '2143972',  # post live migration fails
+    _R + '2152697',  # live migrate a pre-existing instance (libvirt)
+    _R + '2153425',  # NUMA live migration allocation ratio (libvirt)
+)
+
+#: Tests of nova that assert the leak of bug 1848343 under a FIXME (in
+#: DeletedServerAllocationRevertTest._assert_no_allocations, the source
+#: host must still have the deleted server's allocations). With the fixes
+#: that assertion must fail; see _expect_flip.
+_FLIP_CLASS = _R + '1848343.DeletedServerAllocationRevertTest'
+EXPECTED_FLIPS = frozenset(_FLIP_CLASS + '.' + name for name in (
+    'test_migration_task_rollback',
+    'test_live_migration_task_rollback',
+    'test_migrate_on_compute_fail',
+))
+#: The frame that makes the FIXME assertion, and the call it makes.
+FLIP_FRAME = ('_assert_no_allocations', 'test_bug_1848343.py')
+FLIP_CALL = 'assertFlavorMatchesAllocation'
+
+
+def fixes_expected():
+    """Whether the nova under test has the fixes (activated or patched)."""
+    return common.mode() != 'vanilla'
+
+
+def _split(entry):
+    module, _, cls = entry.partition(':')
+    return module, cls
+
+
+def import_selection():
+    """Import nova's tests package, then every module of SELECTION.
+
+    nova.tests monkey patches (eventlet) when it is imported; it must come
+    before anything imports the rest of nova, activate() included.
+    """
+    importlib.import_module('nova.tests')
+    return {module: importlib.import_module(module)
+            for module in sorted({_split(e)[0] for e in SELECTION})}
+
+
+def install_api_paste_config():
+    """Make every nova ConfFixture set [wsgi]api_paste_config to the file.
+
+    An override set right after the fixture's setUp outlives the defaults
+    it sets, and its conf.reset() at cleanup removes it, so each test sets
+    it again. Installed once per process.
+    """
+    from nova.tests.fixtures import conf as conf_fixture
+    cls = conf_fixture.ConfFixture
+    if getattr(cls.setUp, '_nova_fixes_api_paste', None):
+        return
+    path = common.api_paste_config()
+    original = cls.setUp
+
+    @functools.wraps(original)
+    def setUp(self):
+        original(self)
+        self.conf.set_override('api_paste_config', path, group='wsgi')
+
+    setUp._nova_fixes_api_paste = path
+    cls.setUp = setUp
+
+
+def _is_flip(tb):
+    """Whether a traceback is the FIXME assertion of test_bug_1848343.
+
+    That is: raised inside _assert_no_allocations of test_bug_1848343, by
+    its call to assertFlavorMatchesAllocation.
+    """
+    frames = [frame for frame, _ in traceback.walk_tb(tb)]
+    for caller, callee in zip(frames, frames[1:]):
+        name, filename = FLIP_FRAME
+        if (caller.f_code.co_name == name and
+                os.path.basename(caller.f_code.co_filename) == filename and
+                callee.f_code.co_name == FLIP_CALL):
+            return caller.f_locals.get('server')
+    return None
+
+
+def _expect_flip(test):
+    """Make ``test`` pass only if its FIXME leak assertion fails.
+
+    The test id is unchanged: only the instance's test method is wrapped.
+    Once the FIXME assertion is seen to fail, what the test would assert
+    without the FIXME is checked instead: no provider has allocations.
+    """
+    method = getattr(test, test._testMethodName)
+
+    @functools.wraps(method)
+    def flipped():
+        try:
+            method()
+        except AssertionError:
+            server = _is_flip(sys.exc_info()[2])
+            if server is None:
+                raise
+            test.addDetail('nova-fixes-flip', content.text_content(
+                'Recognised flip: the FIXME assertion of bug 1848343 in '
+                '_assert_no_allocations failed, as it must with the fix '
+                'active:\n' + traceback.format_exc()))
+        else:
+            test.fail('The FIXME assertion of bug 1848343 in '
+                      '_assert_no_allocations (the source host keeps the '
+                      'deleted server\'s allocations) was expected to flip '
+                      'with the fix active, but the test passed.')
+        for rp in test._get_all_providers():
+            test.assertEqual(
+                {}, test._get_allocations_by_provider_uuid(rp['uuid']),
+                'Leaked allocations on provider %s (%s) of deleted server '
+                '%s' % (rp['uuid'], rp['name'], server['id']))
+
+    setattr(test, test._testMethodName, flipped)
+
+
+def _iter_tests(suite):
+    for test in suite:
+        if hasattr(test, '__iter__'):
+            yield from _iter_tests(test)
+        else:
+            yield test
+
+
+def load_tests(loader, standard_tests, pattern):
+    seen = set()
+    for entry in SELECTION:
+        module, cls = _split(entry)
+        if cls:
+            suite = loader.loadTestsFromTestCase(
+                getattr(_MODULES[module], cls))
+        else:
+            suite = loader.loadTestsFromModule(_MODULES[module])
+        for test in _iter_tests(suite):
+            # A module can name a test class of another one it imports.
+            if test.id() in seen:
+                continue
+            seen.add(test.id())
+            if fixes_expected() and test.id() in EXPECTED_FLIPS:
+                _expect_flip(test)
+            standard_tests.addTest(test)
+    return standard_tests
+
+
+_MODULES = import_selection()
+if common.mode() == 'dropin':
+    nova_fixes.activate()
+install_api_paste_config()
