@@ -20,8 +20,9 @@
 3. nova's own in-tree functional tests for moves with the fixes active
    (tests/nova_intree), one check per nova test.
 
-The last line is "N passed, N failed", computed from those results; the
-exit status is non-zero when anything failed.
+The last line is "N passed, N failed, N skipped", computed from those
+results (a test that its own suite skips is neither passed nor failed);
+the exit status is non-zero when anything failed.
 """
 
 import argparse
@@ -38,12 +39,18 @@ def _progress(mode, test_id, status, done):
 
 
 def _count(name, results):
-    failed = sorted(t for t, o in results.items() if not o.passed)
-    print('%s: %d passed, %d failed' % (name, len(results) - len(failed),
-                                        len(failed)))
+    """(passed, failed, skipped) of one suite; a skip is neither."""
+    skipped = sorted(t for t, o in results.items() if o.status == 'skip')
+    failed = sorted(t for t, o in results.items()
+                    if not o.passed and o.status != 'skip')
+    passed = len(results) - len(failed) - len(skipped)
+    print('%s: %d passed, %d failed, %d skipped' % (
+        name, passed, len(failed), len(skipped)))
     for test_id in failed:
         print('  FAILED %s' % test_id)
-    return len(results) - len(failed), len(failed)
+    for test_id in skipped:
+        print('  skipped %s' % test_id)
+    return passed, len(failed), len(skipped)
 
 
 def _suite(name, run):
@@ -62,7 +69,7 @@ def main():
     p.add_argument('--concurrency', type=int, default=None)
     args = p.parse_args()
     tree = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    passed = failed = 0
+    passed = failed = skipped = 0
     start = time.time()
 
     def run(mode, test_path='tests/functional'):
@@ -74,8 +81,8 @@ def main():
     if unit is None:
         failed += 1
     else:
-        p_, f_ = _count('unit tests', unit)
-        passed, failed = passed + p_, failed + f_
+        p_, f_, s_ = _count('unit tests', unit)
+        passed, failed, skipped = passed + p_, failed + f_, skipped + s_
 
     vanilla = _suite('functional tests on vanilla nova', run('vanilla'))
     fixed = _suite('functional tests with the fixes',
@@ -99,11 +106,12 @@ def main():
         if intree is None:
             failed += 1
         else:
-            p_, f_ = _count(name, intree)
-            passed, failed = passed + p_, failed + f_
+            p_, f_, s_ = _count(name, intree)
+            passed, failed, skipped = (passed + p_, failed + f_,
+                                       skipped + s_)
 
     print('all suites took %d s' % (time.time() - start))
-    print('%d passed, %d failed' % (passed, failed))
+    print('%d passed, %d failed, %d skipped' % (passed, failed, skipped))
     return 1 if failed else 0
 
 
