@@ -25,6 +25,7 @@ orphan is still running at the end of the scenarios that expect it to be
 stopped or reaped: that is the bug.
 """
 
+import threading
 from unittest import mock
 
 from nova.compute import power_state
@@ -270,6 +271,37 @@ class OrphanInstancesSafetyTest(_OrphanTestBase):
         self._confirm_resize(server)
         self._run_orphan_task('host2')
         self.assert_untouched('host2', server['id'])
+
+    def test_live_migration_in_progress_protects_the_guest(self):
+        """A live migration in progress: the hypervisor of the destination
+        already shows the incoming guest while the record still names the
+        source; the migration protects it.
+        """
+        self.flags(action='reap', grace_period=0, group='orphan_instances')
+        server = self._create_server(host='host1', networks='none')
+        started, release = threading.Event(), threading.Event()
+        self.addCleanup(release.set)
+        original = fake.FakeDriver.live_migration
+
+        def live_migration(driver, context, instance, *args, **kwargs):
+            # The incoming guest, as libvirt defines it on the destination.
+            self._inject_guest('host2', instance.uuid)
+            started.set()
+            release.wait()
+            return original(driver, context, instance, *args, **kwargs)
+
+        self.stub_out('nova.virt.fake.FakeDriver.live_migration',
+                      live_migration)
+        self.api.post_server_action(server['id'], {
+            'os-migrateLive': {'host': 'host2', 'block_migration': 'auto'}})
+        self.assertTrue(started.wait(30))
+        self._run_orphan_task('host2')
+        self._run_orphan_task('host1')
+        self.assert_untouched('host2', server['id'])
+        self.assert_untouched('host1', server['id'])
+        self.assertEqual([], self.orphan_log_lines())
+        release.set()
+        self._wait_for_migration_status(server, ['completed'])
 
     def test_deleted_record_is_left_to_nova(self):
         """A guest whose record is deleted (not archived) belongs to
