@@ -200,6 +200,10 @@ def _cleanup_orphan_instances(self, context):
     conf = CONF.orphan_instances
     try:
         orphans = find_orphan_instances(self, context)
+    except NotImplementedError:
+        LOG.debug('Orphan instances: the virt driver cannot list its guests '
+                  'by UUID; nothing to do.')
+        return
     except Exception:
         LOG.exception('Orphan instances: looking the guests of this host up '
                       'failed; no decision in this run, the next run tries '

@@ -169,6 +169,14 @@ class TaskTestCase(_Base):
         self.manager.driver.destroy.assert_not_called()
         log.exception.assert_called_once()
 
+    def test_driver_without_uuid_listing(self):
+        self.manager.driver.list_instance_uuids.side_effect = (
+            NotImplementedError())
+        with mock.patch.object(manager, 'LOG') as log:
+            self._run()
+        log.exception.assert_not_called()
+        self.get_by_filters.assert_not_called()
+
     def test_a_failed_action_does_not_stop_the_run(self):
         self.conf.config(action='reap', grace_period=0,
                          group='orphan_instances')
