@@ -68,6 +68,8 @@ def main():
                    help="leave out nova's own tests (suite 3)")
     p.add_argument('--concurrency', type=int, default=None)
     args = p.parse_args()
+    # The summaries interleave with the progress lines on stderr.
+    sys.stdout.reconfigure(line_buffering=True)
     tree = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     passed = failed = skipped = 0
     start = time.time()
