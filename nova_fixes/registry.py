@@ -144,10 +144,11 @@ FIXES = (
 FIXES_BY_BUG = {str(fix.bug): fix for fix in FIXES}
 
 #: Bugs fixed in nova itself whose regression tests nova-fixes carries:
-#: vanilla nova passes them; a run with the upstream fix taken out
-#: (NOVA_FIXES_WITHOUT=<commit>) shows that they catch the bug.
+#: {bug: (commit, release)}. Vanilla nova passes those tests; a run with
+#: the commit taken out (NOVA_FIXES_WITHOUT=<commit>, see
+#: tests/functional/base.py) shows that they catch the bug.
 FIXED_UPSTREAM = {
-    1859496: 'f35930eef8 (nova 21.0.0)',
+    1859496: ('f35930eef8', 'nova 21.0.0'),
 }
 
 

@@ -13,10 +13,11 @@
 """Run every test suite of nova-fixes and print one real count.
 
 1. the unit tests (tests/unit);
-2. the recreate report (tests/functional on vanilla nova and fixed): one
-   check per scenario, passed when vanilla behaves as the scenario says
-   (recreates its bug, or passes for a no-regression case) and the fixed
-   run passes;
+2. the recreate report (tests/functional on vanilla nova and fixed, and
+   the tests of bugs nova fixed itself once more on vanilla nova without
+   the fixing commit): one check per scenario, passed when vanilla behaves
+   as the scenario says (recreates its bug, or passes for a no-regression
+   case) and the fixed run passes;
 3. nova's own in-tree functional tests for moves with the fixes active
    (tests/nova_intree), one check per nova test.
 
@@ -92,7 +93,14 @@ def main():
     if vanilla is None or fixed is None:
         vanilla, fixed = vanilla or {}, fixed or {}
         failed += 1
-    rows = recreate.build_rows(tree, vanilla, fixed)
+    without = _suite(
+        'functional tests of bugs fixed upstream, without their fix',
+        lambda: recreate.run_without_upstream_fixes(
+            tree, fixed, concurrency=args.concurrency, progress=_progress))
+    if without is None:
+        without = {}
+        failed += 1
+    rows = recreate.build_rows(tree, vanilla, fixed, without)
     print(recreate.format_table(rows))
     bad = [r for r in rows if not r['ok']]
     print('recreate report: %d scenarios as expected, %d not'

@@ -22,6 +22,7 @@ worker processes through stestr, and prints one row per scenario.
 import importlib
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -52,14 +53,19 @@ class Outcome(object):
 
 
 def run_suite(tree, mode, test_path='tests/functional', concurrency=None,
-              filters=(), progress=None):
-    """Run one suite in one mode; {test id: Outcome}."""
+              filters=(), progress=None, without=()):
+    """Run one suite in one mode; {test id: Outcome}.
+
+    ``without``: upstream nova commits the test processes take out of nova
+    (NOVA_FIXES_WITHOUT).
+    """
     cmd = [sys.executable, '-m', 'stestr', '--test-path', test_path,
            '--top-dir', './', 'run', '--subunit']
     if concurrency:
         cmd += ['--concurrency', str(concurrency)]
     cmd += list(filters)
-    env = dict(os.environ, NOVA_FIXES_MODE=mode)
+    env = dict(os.environ, NOVA_FIXES_MODE=mode,
+               NOVA_FIXES_WITHOUT=','.join(without))
     results = {}
 
     def on_test(test):
@@ -100,7 +106,36 @@ def _recreates(test_id, tree):
     return getattr(cls, 'recreates', True)
 
 
-def build_rows(tree, vanilla, fixed):
+def fixed_upstream_filters(test_ids):
+    """{commit: [test id regex]} for the tests of bugs fixed upstream."""
+    by_commit = {}
+    for test_id in test_ids:
+        bug = registry.bug_of_test(test_id)
+        if bug in registry.FIXED_UPSTREAM:
+            commit = registry.FIXED_UPSTREAM[bug][0]
+            by_commit.setdefault(commit, []).append(
+                '^%s$' % re.escape(test_id))
+    return by_commit
+
+
+def run_without_upstream_fixes(tree, test_ids, concurrency=None,
+                               progress=None):
+    """The tests of bugs fixed upstream, on vanilla nova with the fixing
+    commit taken out: {test id: Outcome}.
+    """
+    results = {}
+    for commit, filters in fixed_upstream_filters(test_ids).items():
+        results.update(run_suite(
+            tree, 'vanilla', concurrency=concurrency, filters=filters,
+            progress=progress, without=(commit,)))
+    return results
+
+
+def build_rows(tree, vanilla, fixed, without=None):
+    """One row per scenario. ``without``: results of the tests of bugs
+    fixed upstream on vanilla nova without the fixing commit.
+    """
+    without = without or {}
     rows = []
     for test_id in sorted(set(vanilla) | set(fixed)):
         fix = registry.fix_of_test(test_id)
@@ -113,12 +148,19 @@ def build_rows(tree, vanilla, fixed):
             # Tests of what the fix adds (a task vanilla nova has not got).
             vanilla_text = 'n/a (tests the fix itself)'
             vanilla_ok = True
+        elif recreates and bug in registry.FIXED_UPSTREAM:
+            # nova has fixed it: the test must catch the bug on a nova with
+            # the fixing commit taken out.
+            commit, release = registry.FIXED_UPSTREAM[bug]
+            wo = without.get(test_id)
+            vanilla_text = '%s (fixed by %s, %s); without %s: %s' % (
+                'RECREATED' if van and van.recreated else 'not recreated',
+                commit, release, commit,
+                'RECREATED' if wo and wo.recreated else 'not recreated')
+            vanilla_ok = wo is not None and wo.recreated
         elif recreates:
             vanilla_text = ('RECREATED' if van and van.recreated
                             else 'not recreated')
-            if bug in registry.FIXED_UPSTREAM and not (van and van.recreated):
-                vanilla_text += ' (fixed upstream by %s)' % (
-                    registry.FIXED_UPSTREAM[bug])
             must_recreate = bool(fix and fix.open_upstream)
             vanilla_ok = (van is not None and van.recreated
                           ) or not must_recreate
@@ -162,7 +204,9 @@ def main(args):
                         filters=args.filter, progress=progress)
     fixed = run_suite(tree, FIXED_MODE, concurrency=args.concurrency,
                       filters=args.filter, progress=progress)
-    rows = build_rows(tree, vanilla, fixed)
+    without = run_without_upstream_fixes(
+        tree, fixed, concurrency=args.concurrency, progress=progress)
+    rows = build_rows(tree, vanilla, fixed, without)
     print(format_table(rows))
     bad = [r for r in rows if not r['ok']]
     print('\n%d scenarios: %d as expected, %d not' % (

@@ -20,7 +20,10 @@ The nova under test is chosen per process by NOVA_FIXES_MODE:
 - patched: a nova with patches/<series> applied, nothing activated.
 """
 
+import os
 import time
+
+import fixtures
 
 from nova.cmd import manage
 import nova.conf
@@ -47,6 +50,35 @@ DONE_MIGRATION_STATUSES = frozenset((
     'done'))
 
 
+def _noop(*args, **kwargs):
+    return None
+
+
+#: Upstream nova commits a test process can take out of nova for the run,
+#: NOVA_FIXES_WITHOUT=<commit>[,<commit>], to show that the regression
+#: test of a bug nova has fixed catches it: {commit: fixture factory}.
+UNDO_UPSTREAM = {
+    # Bug 1859496: f35930eef8 added API._local_delete_cleanup, which
+    # deletes a server's allocations when the API deletes it itself, and
+    # its calls from API._delete (123f6262f6 later made it take the
+    # instance UUID). Nothing else calls it.
+    'f35930eef8': lambda: fixtures.MonkeyPatch(
+        'nova.compute.api.API._local_delete_cleanup', _noop),
+}
+
+
+def undone_upstream_commits():
+    """The commits NOVA_FIXES_WITHOUT names; an unknown one is an error."""
+    commits = os.environ.get('NOVA_FIXES_WITHOUT', '').replace(
+        ',', ' ').split()
+    unknown = [c for c in commits if c not in UNDO_UPSTREAM]
+    if unknown:
+        raise ValueError('NOVA_FIXES_WITHOUT names %s; nova-fixes can take '
+                         'out: %s' % (', '.join(unknown),
+                                      ', '.join(sorted(UNDO_UPSTREAM))))
+    return commits
+
+
 class NovaFixesTestMixin(object):
     """Mode selection and the leak invariants.
 
@@ -66,6 +98,8 @@ class NovaFixesTestMixin(object):
                           group='wsgi')
         if common.mode() == 'dropin':
             self.useFixture(nova_fixes_fixture.NovaFixes())
+        for commit in undone_upstream_commits():
+            self.useFixture(UNDO_UPSTREAM[commit]())
         super(NovaFixesTestMixin, self).setUp()
 
     def delete_server_and_wait(self, server, timeout=20):

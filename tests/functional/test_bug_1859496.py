@@ -30,10 +30,8 @@ nova.compute.api.API._local_delete_cleanup: the API deletes the
 allocations and queues the instance mapping for deletion.
 """
 
-import os
 import threading
 
-import fixtures
 from nova.conductor import manager as conductor_manager
 from nova import context as nova_context
 from nova import exception
@@ -45,7 +43,6 @@ from oslo_messaging._drivers import impl_fake
 from tests.functional import base
 
 #: The upstream fix, as NOVA_FIXES_WITHOUT names it.
-UPSTREAM_FIX = 'f35930eef8'
 NUM_SERVERS = 50
 # 1 VCPU, 64 MB of RAM and 1 GB of disk: three resource classes, so each
 # server has three allocation rows (the reporter saw 150 for 50 servers).
@@ -55,27 +52,6 @@ NUM_SERVERS = 50
 FLAVOR = dict(vcpu=1, memory_mb=64, disk=1, ephemeral=0)
 # How long a test waits for a nova thread before it gives up.
 TIMEOUT = 60
-
-
-def _without():
-    """The upstream commits NOVA_FIXES_WITHOUT asks to undo, if any."""
-    return os.environ.get('NOVA_FIXES_WITHOUT', '').replace(',', ' ').split()
-
-
-class WithoutUpstreamFix(fixtures.Fixture):
-    """Undo f35930eef8 for one test: its _local_delete_cleanup does nothing.
-
-    The commit added that method and its calls from API._delete (123f6262f6
-    later made it take the instance UUID); nothing else calls it, so this
-    is nova without the fix. It proves the test recreates the bug on a nova
-    that has the fix. FIXME: a temporary place; the switch belongs in
-    tests/functional/base.py once it serves more than this test.
-    """
-
-    def _setUp(self):
-        self.useFixture(fixtures.MonkeyPatch(
-            'nova.compute.api.API._local_delete_cleanup',
-            lambda api, context, instance_uuid: None))
 
 
 class DeleteServersStuckInBuildTest(
@@ -91,8 +67,6 @@ class DeleteServersStuckInBuildTest(
 
     def setUp(self):
         super(DeleteServersStuckInBuildTest, self).setUp()
-        if UPSTREAM_FIX in _without():
-            self.useFixture(WithoutUpstreamFix())
         # Quota for exactly the 50 servers (nova's defaults allow 10).
         self.flags(instances=NUM_SERVERS, cores=NUM_SERVERS * FLAVOR['vcpu'],
                    ram=NUM_SERVERS * FLAVOR['memory_mb'], group='quota')

@@ -82,14 +82,29 @@ class BuildRowsTestCase(testtools.TestCase):
                         recreate.Outcome('success'))
         self.assertEqual(('FAILS', False), (row['vanilla'], row['ok']))
 
-    def test_bug_fixed_upstream_need_not_recreate(self):
-        # No fix in the registry is open upstream for this bug id, so a
-        # vanilla pass is acceptable.
-        row = self._row(FIXED_BUG, recreate.Outcome('success'),
-                        recreate.Outcome('success'))
+    def test_bug_fixed_upstream_must_recreate_without_its_fix(self):
+        without = {FIXED_BUG: recreate.Outcome('fail', LEAK_TB)}
+        row = recreate.build_rows(
+            '.', {FIXED_BUG: recreate.Outcome('success')},
+            {FIXED_BUG: recreate.Outcome('success')}, without)[0]
         self.assertEqual(
-            ('not recreated (fixed upstream by f35930eef8 (nova 21.0.0))',
-             True, 1859496), (row['vanilla'], row['ok'], row['bug']))
+            ('not recreated (fixed by f35930eef8, nova 21.0.0); without '
+             'f35930eef8: RECREATED', True, 1859496),
+            (row['vanilla'], row['ok'], row['bug']))
+        for outcome in (recreate.Outcome('success'),
+                        recreate.Outcome('fail', OTHER_TB)):
+            row = recreate.build_rows(
+                '.', {FIXED_BUG: recreate.Outcome('success')},
+                {FIXED_BUG: recreate.Outcome('success')},
+                {FIXED_BUG: outcome})[0]
+            self.assertTrue(row['vanilla'].endswith(
+                'without f35930eef8: not recreated'))
+            self.assertFalse(row['ok'])
+
+    def test_fixed_upstream_filters(self):
+        self.assertEqual({'f35930eef8': ['^%s$' % FIXED_BUG.replace(
+            '.', '\\.')]}, recreate.fixed_upstream_filters(
+                [FIXED_BUG, DELETED, LIVE]))
 
     def test_test_of_the_fix_itself(self):
         row = self._row(ORPHAN, recreate.Outcome('skip'),
