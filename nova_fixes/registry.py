@@ -88,8 +88,9 @@ class Fix:
     targets: tuple
     #: Name of its functional test module(s): tests/functional/<name>*.py
     test_module: str = ''
-    #: The series whose originals are recorded (see fingerprints.json).
-    series: tuple = (DEFAULT_SERIES,)
+    #: The series whose originals are recorded (see fingerprints.json) and
+    #: on which its tests have been seen to pass.
+    series: tuple = SUPPORTED_SERIES
 
 
 FIXES = (

@@ -117,6 +117,17 @@ class NovaFixesTestMixin(object):
         self.fail('Server %s was not deleted within %s s'
                   % (server['id'], timeout))
 
+    def live_migrate_to(self, server, host,
+                         migration_expected_state='completed',
+                         server_expected_state='ACTIVE'):
+        """nova's _live_migrate to a given host: its host argument is
+        only in nova 33 (2026.1) and later.
+        """
+        self.api.post_server_action(server['id'], {
+            'os-migrateLive': {'host': host, 'block_migration': 'auto'}})
+        self._wait_for_migration_status(server, [migration_expected_state])
+        return self._wait_for_state_change(server, server_expected_state)
+
     # -- what nova knows ---------------------------------------------------
 
     def _cell_contexts(self):

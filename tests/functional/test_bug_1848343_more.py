@@ -254,8 +254,9 @@ class _QueuedLiveMigrationTestBase(test_bug_1848343._MoveTestBase):
         """
         busy = self._create_server_on('host1')
         queued = self._create_server_on('host1')
-        self._live_migrate(busy, migration_expected_state='running',
-                           server_expected_state='MIGRATING', host='host3')
+        self.live_migrate_to(busy, 'host3',
+                              migration_expected_state='running',
+                              server_expected_state='MIGRATING')
         self.api.post_server_action(queued['id'], {
             'os-migrateLive': {'host': 'host2', 'block_migration': 'auto'}})
         migration = self._wait_for_migration_status(queued, ['queued'])

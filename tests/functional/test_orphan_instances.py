@@ -167,7 +167,7 @@ class OrphanInstancesTest(_OrphanTestBase):
         server = self._create_server(host='host1', networks='none')
         self.stub_out('nova.virt.fake.FakeDriver.post_live_migration',
                       lambda *args, **kwargs: None)
-        server = self._live_migrate(server, host='host2')
+        server = self.live_migrate_to(server, 'host2')
         self.assertEqual('host2', server['OS-EXT-SRV-ATTR:host'])
         self.assertIn(server['id'], self._driver('host1').instances)
         host2_rp = self._get_provider_uuid_by_host('host2')
