@@ -21,6 +21,7 @@ The nova under test is chosen per process by NOVA_FIXES_MODE:
 """
 
 import os
+import threading
 import time
 
 import fixtures
@@ -127,6 +128,31 @@ class NovaFixesTestMixin(object):
             'os-migrateLive': {'host': host, 'block_migration': 'auto'}})
         self._wait_for_migration_status(server, [migration_expected_state])
         return self._wait_for_state_change(server, server_expected_state)
+
+    def watch(self, owner, name, before=None):
+        """Stub ``owner.name`` with a wrapper that calls ``before`` first,
+        if given; returns an event set once the call has returned (or
+        raised): a point a test can wait for.
+        """
+        done = threading.Event()
+        self.addCleanup(done.set)
+        original = getattr(owner, name)
+
+        def wrapper(*args, **kwargs):
+            try:
+                if before is not None:
+                    before()
+                return original(*args, **kwargs)
+            finally:
+                done.set()
+
+        self.stub_out('%s.%s.%s' % (owner.__module__, owner.__qualname__,
+                                    name), wrapper)
+        return done
+
+    def wait_for(self, event, what, timeout=30):
+        self.assertTrue(event.wait(timeout), 'Timed out waiting for %s'
+                        % what)
 
     # -- what nova knows ---------------------------------------------------
 

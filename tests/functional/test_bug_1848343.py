@@ -77,24 +77,10 @@ class _MoveTestBase(base.NovaFixesTestMixin,
         With ``delete``, that server is deleted through the API when the
         revert starts, before it reads anything from placement.
         """
-        done = threading.Event()
-        self.addCleanup(done.set)
-        original = compute_manager.ComputeManager._revert_allocation
-
-        def wrapper(*args, **kwargs):
-            try:
-                if delete is not None:
-                    self.delete_server_and_wait(delete)
-                return original(*args, **kwargs)
-            finally:
-                done.set()
-
-        self.stub_out('nova.compute.manager.ComputeManager.'
-                      '_revert_allocation', wrapper)
-        return done
-
-    def _wait_for(self, event, what):
-        self.assertTrue(event.wait(30), 'Timed out waiting for %s' % what)
+        return self.watch(
+            compute_manager.ComputeManager, '_revert_allocation',
+            before=None if delete is None else (
+                lambda: self.delete_server_and_wait(delete)))
 
 
 class DeletedServerAllocationRevertTest(_MoveTestBase):
@@ -249,7 +235,7 @@ class DeletedServerRevertPathsTest(_MoveTestBase):
         reverted = self._watch_compute_revert(delete=server)
 
         self.api.post_server_action(server['id'], {'revertResize': None})
-        self._wait_for(reverted, 'finish_revert_resize')
+        self.wait_for(reverted, 'finish_revert_resize')
         self.assert_server_left_nothing(server)
 
     def test_rollback_live_migration(self):
@@ -272,7 +258,7 @@ class DeletedServerRevertPathsTest(_MoveTestBase):
         reverted = self._watch_compute_revert()
         self.api.post_server_action(server['id'], {
             'os-migrateLive': {'host': target, 'block_migration': 'auto'}})
-        self._wait_for(reverted, '_rollback_live_migration')
+        self.wait_for(reverted, '_rollback_live_migration')
         self.assert_server_left_nothing(server)
 
     def test_resize_instance_fail_delete_between_read_and_write(self):
@@ -311,7 +297,7 @@ class DeletedServerRevertPathsTest(_MoveTestBase):
         self.stub_out('nova.compute.manager.ComputeManager.'
                       '_revert_allocation', revert)
         self.api.post_server_action(server['id'], {'migrate': None})
-        self._wait_for(reverted, 'resize_instance to revert')
+        self.wait_for(reverted, 'resize_instance to revert')
         self.assert_server_left_nothing(server)
 
 
@@ -373,7 +359,7 @@ class LiveServerRevertTest(_MoveTestBase):
         reverted = self._watch_compute_revert()
         self.api.post_server_action(server['id'], {
             'os-migrateLive': {'host': target, 'block_migration': 'auto'}})
-        self._wait_for(reverted, '_rollback_live_migration')
+        self.wait_for(reverted, '_rollback_live_migration')
         self._wait_for_migration_status(server, ['error'])
         self._wait_for_state_change(server, 'ACTIVE')
         self._assert_back_on_source(server, source, target)

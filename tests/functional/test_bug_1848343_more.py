@@ -51,27 +51,6 @@ def load_tests(loader, tests, pattern):
     return suite
 
 
-def _watch(test, owner, name, before=None):
-    """Stub ``owner.name`` with a wrapper that calls ``before`` first, if
-    given; returns an event set once the call has returned (or raised).
-    """
-    done = threading.Event()
-    test.addCleanup(done.set)
-    original = getattr(owner, name)
-
-    def wrapper(*args, **kwargs):
-        try:
-            if before is not None:
-                before()
-            return original(*args, **kwargs)
-        finally:
-            done.set()
-
-    test.stub_out('%s.%s.%s' % (owner.__module__, owner.__qualname__, name),
-                  wrapper)
-    return done
-
-
 # -- the cross-cell resize revert at the source ----------------------------
 
 
@@ -100,16 +79,13 @@ class _CrossCellRevertTestBase(base.NovaFixesTestMixin,
         """An event set once the source compute's _revert_allocation has
         returned (or raised); ``before`` runs when it starts.
         """
-        return _watch(self, compute_manager.ComputeManager,
-                      '_revert_allocation', before=before)
+        return self.watch(compute_manager.ComputeManager,
+                          '_revert_allocation', before=before)
 
     def _watch_conductor_revert(self):
         """An event set once the conductor's RevertResizeTask has ended."""
-        return _watch(self, conductor_manager.ComputeTaskManager,
-                      'revert_snapshot_based_resize')
-
-    def _wait_for(self, event, what):
-        self.assertTrue(event.wait(30), 'Timed out waiting for %s' % what)
+        return self.watch(conductor_manager.ComputeTaskManager,
+                          'revert_snapshot_based_resize')
 
 
 class DeletedServerCrossCellRevertTest(_CrossCellRevertTestBase):
@@ -152,8 +128,8 @@ class DeletedServerCrossCellRevertTest(_CrossCellRevertTestBase):
         finished = self._watch_conductor_revert()
 
         self.api.post_server_action(server['id'], {'revertResize': None})
-        self._wait_for(reverted, 'finish_revert_snapshot_based_resize')
-        self._wait_for(finished, 'the conductor RevertResizeTask')
+        self.wait_for(reverted, 'finish_revert_snapshot_based_resize')
+        self.wait_for(finished, 'the conductor RevertResizeTask')
         self.assert_server_left_nothing(server)
 
 
@@ -179,13 +155,13 @@ class DeleteWaitsForCrossCellRevertTest(_CrossCellRevertTestBase):
         reverted = self._watch_source_revert(
             before=lambda: self.api.delete_server(server['id']))
         finished = self._watch_conductor_revert()
-        deleted = _watch(self, compute_manager.ComputeManager,
+        deleted = self.watch(compute_manager.ComputeManager,
                          'terminate_instance')
 
         self.api.post_server_action(server['id'], {'revertResize': None})
-        self._wait_for(reverted, 'finish_revert_snapshot_based_resize')
-        self._wait_for(finished, 'the conductor RevertResizeTask')
-        self._wait_for(deleted, 'terminate_instance')
+        self.wait_for(reverted, 'finish_revert_snapshot_based_resize')
+        self.wait_for(finished, 'the conductor RevertResizeTask')
+        self.wait_for(deleted, 'terminate_instance')
         self.assertRaises(api_client.OpenStackApiNotFoundException,
                           self.api.get_server, server['id'])
         self.assert_server_left_nothing(server)
@@ -233,7 +209,7 @@ class _QueuedLiveMigrationTestBase(test_bug_1848343._MoveTestBase):
             self.busy_started.set()
             self.release.wait()
 
-        self.busy_done = _watch(self, fake.FakeDriver, 'live_migration',
+        self.busy_done = self.watch(fake.FakeDriver, 'live_migration',
                                 before=block)
         # Whatever the test's outcome, the blocked live migration ends while
         # the services still run.
@@ -242,7 +218,7 @@ class _QueuedLiveMigrationTestBase(test_bug_1848343._MoveTestBase):
     def _let_busy_live_migration_end(self):
         self.release.set()
         if self.busy_started.is_set():
-            self._wait_for(self.busy_done, 'the busy live migration')
+            self.wait_for(self.busy_done, 'the busy live migration')
 
     def _create_server_on(self, host):
         return super(test_bug_1848343._MoveTestBase, self)._create_server(
@@ -312,7 +288,7 @@ class DeletedServerLiveMigrationAbortTest(_QueuedLiveMigrationTestBase):
         reverted = self._watch_compute_revert(delete=queued)
 
         self._abort(queued, migration)
-        self._wait_for(reverted, 'live_migration_abort')
+        self.wait_for(reverted, 'live_migration_abort')
         # Checked while the first live migration still runs: its end runs
         # the source's resource tracker, which heals the leak if the
         # deleted row is not archived yet.
