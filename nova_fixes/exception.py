@@ -19,10 +19,32 @@ from nova.i18n import _
 class AllocationMoveTargetNotFound(exception.NovaException):
     """Added to nova.exception (bug 1848343).
 
-    Raised by SchedulerReportClient.move_allocations when the caller required
-    the target consumer to exist and it did not: the source consumer's
-    allocations were removed instead of moved.
+    The target consumer that move_allocations was required to find is gone.
+
+    SchedulerReportClient.move_allocations raises it when its caller
+    required the target consumer to exist and it did not: the source
+    consumer's allocations were removed instead of moved.
     """
     msg_fmt = _('Consumer %(target_consumer)s no longer exists in '
                 'placement; the allocations of consumer %(source_consumer)s '
                 'were removed instead of moved to it.')
+
+
+class PlacementUnavailableForDelete(exception.NovaException):
+    """Added to nova.exception (bug 1859496).
+
+    The allocations of a server being built could not be deleted.
+
+    Raised by API._attempt_delete_of_buildrequest when the allocations of
+    a server that has not reached a cell could not be deleted in
+    placement. Nothing of the server has been destroyed then: it is still
+    listed, with its build request and allocations, and deleting it again
+    once placement answers completes the delete. The servers controller's
+    delete returns it as 503 Service Unavailable; its message is safe to
+    show to users.
+    """
+    msg_fmt = _('Placement could not be reached to delete the allocations '
+                'of server %(instance_uuid)s (%(reason)s), so the server was '
+                'not deleted. The delete can be retried.')
+    code = 503
+    safe = True

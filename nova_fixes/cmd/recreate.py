@@ -53,7 +53,7 @@ class Outcome(object):
 
 
 def run_suite(tree, mode, test_path='tests/functional', concurrency=None,
-              filters=(), progress=None, without=()):
+              filters=(), progress=None, without=(), extra_env=None):
     """Run one suite in one mode; {test id: Outcome}.
 
     ``without``: upstream nova commits the test processes take out of nova
@@ -65,7 +65,7 @@ def run_suite(tree, mode, test_path='tests/functional', concurrency=None,
         cmd += ['--concurrency', str(concurrency)]
     cmd += list(filters)
     env = dict(os.environ, NOVA_FIXES_MODE=mode,
-               NOVA_FIXES_WITHOUT=','.join(without))
+               NOVA_FIXES_WITHOUT=','.join(without), **(extra_env or {}))
     results = {}
 
     def on_test(test):
@@ -110,9 +110,9 @@ def fixed_upstream_filters(test_ids):
     """{commit: [test id regex]} for the tests of bugs fixed upstream."""
     by_commit = {}
     for test_id in test_ids:
-        bug = registry.bug_of_test(test_id)
-        if bug in registry.FIXED_UPSTREAM:
-            commit = registry.FIXED_UPSTREAM[bug][0]
+        upstream = registry.fixed_upstream(test_id)
+        if upstream:
+            commit = upstream[0]
             by_commit.setdefault(commit, []).append(
                 '^%s$' % re.escape(test_id))
     return by_commit
@@ -148,10 +148,10 @@ def build_rows(tree, vanilla, fixed, without=None):
             # Tests of what the fix adds (a task vanilla nova has not got).
             vanilla_text = 'n/a (tests the fix itself)'
             vanilla_ok = True
-        elif recreates and bug in registry.FIXED_UPSTREAM:
+        elif recreates and registry.fixed_upstream(test_id):
             # nova has fixed it: the test must catch the bug on a nova with
             # the fixing commit taken out.
-            commit, release = registry.FIXED_UPSTREAM[bug]
+            commit, release = registry.fixed_upstream(test_id)
             wo = without.get(test_id)
             vanilla_text = '%s (fixed by %s, %s); without %s: %s' % (
                 'RECREATED' if van and van.recreated else 'not recreated',

@@ -1,0 +1,127 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Drop-ins for nova/compute/api.py, and for the servers controller's
+delete that turns their new error into an HTTP response.
+"""
+
+from keystoneauth1 import exceptions as ks_exc
+from oslo_log import log as logging
+from webob import exc as webob_exc
+
+from nova.api.openstack import wsgi
+from nova import exception
+from nova import objects
+from nova_fixes import activation
+
+LOG = logging.getLogger(__name__)
+
+SERVERS_DELETE = ('nova.api.openstack.compute.servers:'
+                  'ServersController.delete')
+
+
+def _attempt_delete_of_buildrequest(self, context, instance):
+    """Replaces API._attempt_delete_of_buildrequest (bug 1859496).
+
+    Delete the allocations and then the build request of a server that
+    has not reached a cell yet.
+
+    Deleting a server still being built destroys its build request, and
+    then (since nova commit f35930eef8, in _local_delete_cleanup) its
+    allocations in placement. When placement could not be reached, that
+    delete was only logged: the server was gone and nothing named its
+    allocations any more, so no process would ever delete them. Here the
+    allocations are deleted while the build request still exists; if
+    placement cannot be reached, or fails, PlacementUnavailableForDelete
+    is raised before anything is destroyed: the user gets a 503, the
+    server is still there, and deleting it again once placement answers
+    completes the delete. _local_delete_cleanup still deletes the
+    allocations afterwards, so a claim that lands in between is removed
+    as before.
+
+    Why this order is safe with a conductor building the same server
+    concurrently (schedule_and_build_instances: the scheduler claims, the
+    instance is created in its cell, the conductor destroys the build
+    request, the build is cast to a compute): if the conductor destroys
+    the build request between the delete of the allocations and ours,
+    this returns False and API._delete goes on with the instance the
+    conductor created, which this same request deletes (locally if no
+    compute has it yet, else through its compute). The server was being
+    deleted anyway; it only lacks its allocations while its compute may
+    still be building it.
+
+    The build request is looked up once, as nova always did.
+
+    :returns: True if the build request was deleted here; False if it was
+        gone (the instance is in a cell: the delete proceeds normally)
+    :raises PlacementUnavailableForDelete: the allocations could not be
+        deleted; nothing was
+    """
+    try:
+        build_req = objects.BuildRequest.get_by_instance_uuid(
+            context, instance.uuid)
+    except exception.BuildRequestNotFound:
+        return False
+    _delete_allocations_or_refuse(self.placementclient, context, instance)
+    try:
+        build_req.destroy()
+    except exception.BuildRequestNotFound:
+        return False
+    # Detach any volumes so that they are not orphaned.
+    self._local_cleanup_bdm_volumes(
+        build_req.block_device_mappings, instance, context)
+    return True
+
+
+def _delete_allocations_or_refuse(reportclient, context, instance):
+    try:
+        deleted = reportclient.delete_allocation_for_instance(
+            context, instance.uuid, force=True)
+    except exception.AllocationDeleteFailed as e:
+        reason = 'placement failed: %s' % e.format_message()
+    except ks_exc.ClientException as e:
+        reason = 'placement could not be reached: %s' % type(e).__name__
+    else:
+        if deleted is not None:
+            return
+        reason = 'placement could not be reached'
+    LOG.warning('Refusing to delete the server while it is being built: its '
+                'allocations could not be deleted (%s). Nothing was deleted; '
+                'the delete can be retried.', reason, instance=instance)
+    raise exception.PlacementUnavailableForDelete(
+        instance_uuid=instance.uuid, reason=reason)
+
+
+def _within_expected_errors():
+    """What nova's ServersController.delete runs inside its
+    expected_errors decorator (the method itself, or its response schema
+    validation around it, depending on the release).
+    """
+    return activation.original(SERVERS_DELETE).__wrapped__
+
+
+@wsgi.response(204)
+@wsgi.expected_errors((404, 409, 503))
+def servers_controller_delete(self, req, id):
+    """Replaces ServersController.delete (bug 1859496).
+
+    nova's delete lets only 404 and 409 through its expected_errors
+    decorator and turns any other exception into a 500 "Unexpected API
+    Error", so PlacementUnavailableForDelete would never reach the user as
+    the 503 it is. This runs nova's method inside its own expected_errors
+    (everything nova's method handles stays as it is) and returns that
+    exception as 503 Service Unavailable with its message.
+    """
+    try:
+        return _within_expected_errors()(self, req, id)
+    except exception.PlacementUnavailableForDelete as e:
+        raise webob_exc.HTTPServiceUnavailable(explanation=e.format_message())

@@ -1,0 +1,111 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Drop-ins for nova/conductor/manager.py."""
+
+from oslo_log import log as logging
+
+from nova import exception
+from nova import objects
+from nova_fixes import activation
+
+LOG = logging.getLogger(__name__)
+
+CLEANUP_BUILD_ARTIFACTS = ('nova.conductor.manager:'
+                           'ComputeTaskManager._cleanup_build_artifacts')
+
+
+def _cleanup_build_artifacts(self, context, exc, instances, build_requests,
+                             request_specs, block_device_mappings, tags,
+                             cell_mapping_cache):
+    """Replaces ComputeTaskManager._cleanup_build_artifacts (bug 1859496).
+
+    Clean up a failed build, and the claims of what reached no host.
+
+    schedule_and_build_instances calls it when the quota recheck fails, or
+    when filling the resource provider mapping or binding the accelerator
+    requests of an instance fails: nova's original puts the instances in
+    ERROR in their cell and destroys their build requests, but keeps the
+    allocations the scheduler claimed for them. Such a server never ran on
+    the host it holds capacity on and no resource tracker accounts for it
+    (the update_available_resource periodic skips instances on no host).
+    A compute that fails a build drops the claim, and so does the
+    conductor when the quota recheck of an unshelve fails; here it stays
+    until the user deletes the server (and, with
+    [quota]count_usage_from_placement, counts as the user's cores and RAM).
+
+    This runs nova's original, then deletes the allocations of the
+    instances it handled that were never handed to a compute host.
+
+    Which instances were never handed to a compute: nova's original also
+    puts in ERROR the instances that schedule_and_build_instances had
+    already cast to their compute before the failure, and those keep their
+    allocations (the compute builds them, and its delete removes them). An
+    instance is mapped to its cell right before that cast, and its mapping
+    has no cell until then (the original maps every instance it handles,
+    hence the mappings are read before it runs). The only mapped instance
+    that was not handed over is the one whose accelerator binding failed,
+    mapped just before the binding: it keeps its allocations, as on
+    vanilla nova, until it is deleted.
+
+    Nothing here may hide the build failure being re-raised around this
+    call or skip nova's own cleanup: a failed lookup deletes nothing, and a
+    failed delete is logged, not raised (the allocations go when the server
+    is deleted, and ``nova-manage placement audit --delete`` finds them).
+    """
+    never_mapped = _never_mapped(context, instances)
+    activation.original(CLEANUP_BUILD_ARTIFACTS)(
+        self, context, exc, instances, build_requests, request_specs,
+        block_device_mappings, tags, cell_mapping_cache)
+    for instance in instances:
+        if instance is not None and instance.uuid in never_mapped:
+            _delete_allocations(self.report_client, context, instance)
+
+
+def _never_mapped(context, instances):
+    """UUIDs of the instances whose instance mapping has no cell yet."""
+    uuids = [instance.uuid for instance in instances if instance is not None]
+    if not uuids:
+        return set()
+    try:
+        mappings = objects.InstanceMappingList.get_by_instance_uuids(
+            context, uuids)
+    except Exception:
+        LOG.exception('Unable to read the instance mappings of instances %s; '
+                      'their allocations are kept.', ', '.join(uuids))
+        return set()
+    return {mapping.instance_uuid for mapping in mappings
+            if mapping.cell_mapping is None}
+
+
+def _delete_allocations(reportclient, context, instance):
+    try:
+        # safe_connect returns None when placement cannot be reached.
+        deleted = reportclient.delete_allocation_for_instance(
+            context, instance.uuid, force=True)
+    except exception.AllocationDeleteFailed as e:
+        reason = e.format_message()
+        deleted = None
+    except Exception as e:
+        reason = str(e)
+        deleted = None
+    else:
+        reason = 'placement could not be reached'
+    if deleted is None:
+        LOG.error('Unable to delete the allocations of the instance, which '
+                  'failed to build and never reached a compute host (%s); '
+                  'they are removed when the server is deleted.', reason,
+                  instance=instance)
+    elif deleted:
+        LOG.info('Deleted the allocations of the instance, which failed to '
+                 'build and never reached a compute host.',
+                 instance=instance)

@@ -1,0 +1,146 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+from unittest import mock
+
+from nova import exception
+from nova import objects
+import testtools
+
+from nova_fixes.conductor import manager
+
+
+def _mapping(uuid, cell):
+    return mock.Mock(instance_uuid=uuid, cell_mapping=cell)
+
+
+@mock.patch('nova.objects.InstanceMappingList.get_by_instance_uuids')
+@mock.patch('nova_fixes.activation.original')
+class CleanupBuildArtifactsTestCase(testtools.TestCase):
+
+    def setUp(self):
+        super(CleanupBuildArtifactsTestCase, self).setUp()
+        objects.register_all()
+        self.conductor = mock.Mock()
+        client = self.conductor.report_client
+        self.delete = client.delete_allocation_for_instance
+        self.delete.return_value = True
+        self.context = mock.sentinel.context
+        self.exc = mock.sentinel.exc
+        self.args = [mock.sentinel.build_requests, mock.sentinel.request_specs,
+                     mock.sentinel.bdms, mock.sentinel.tags,
+                     mock.sentinel.cell_mapping_cache]
+
+    def _instances(self, *uuids):
+        return [None if uuid is None else mock.Mock(uuid=uuid)
+                for uuid in uuids]
+
+    def _cleanup(self, instances):
+        manager._cleanup_build_artifacts(
+            self.conductor, self.context, self.exc, instances, *self.args)
+
+    def _deleted(self):
+        return [c.args[1] for c in self.delete.call_args_list]
+
+    def test_runs_nova_original_with_the_same_arguments(self, original,
+                                                       mappings):
+        instances = self._instances('a')
+        mappings.return_value = [_mapping('a', None)]
+        self._cleanup(instances)
+        original.assert_called_once_with(manager.CLEANUP_BUILD_ARTIFACTS)
+        original.return_value.assert_called_once_with(
+            self.conductor, self.context, self.exc, instances, *self.args)
+
+    def test_quota_recheck_failure_deletes_every_claim(self, original,
+                                                       mappings):
+        """Nothing was handed to a compute: no instance is mapped."""
+        mappings.return_value = [_mapping('a', None), _mapping('b', None)]
+        self._cleanup(self._instances('a', None, 'b'))
+        mappings.assert_called_once_with(self.context, ['a', 'b'])
+        self.assertEqual(['a', 'b'], self._deleted())
+        for call in self.delete.call_args_list:
+            self.assertEqual(self.context, call.args[0])
+            self.assertEqual({'force': True}, call.kwargs)
+
+    def test_instances_handed_to_a_compute_keep_their_claim(self, original,
+                                                            mappings):
+        """The mapping failed for b: a was cast to its compute (mapped to
+        its cell), c was not reached.
+        """
+        cell = mock.sentinel.cell
+        mappings.return_value = [_mapping('a', cell), _mapping('b', None),
+                                 _mapping('c', None)]
+        self._cleanup(self._instances('a', 'b', 'c'))
+        self.assertEqual(['b', 'c'], self._deleted())
+
+    def test_mappings_are_read_before_the_original_maps_them(self, original,
+                                                             mappings):
+        order = []
+        mappings.side_effect = lambda *a: order.append('read') or [
+            _mapping('a', None)]
+        original.return_value.side_effect = lambda *a: order.append('nova')
+        self.delete.side_effect = lambda *a, **k: order.append('delete')
+        self._cleanup(self._instances('a'))
+        self.assertEqual(['read', 'nova', 'delete'], order)
+
+    def test_no_instance_nothing_read(self, original, mappings):
+        self._cleanup(self._instances(None, None))
+        mappings.assert_not_called()
+        original.return_value.assert_called_once()
+        self.delete.assert_not_called()
+
+    def test_unknown_mapping_keeps_the_claim(self, original, mappings):
+        mappings.return_value = [_mapping('a', None)]
+        self._cleanup(self._instances('a', 'b'))
+        self.assertEqual(['a'], self._deleted())
+
+    def test_failed_lookup_keeps_every_claim_and_runs_nova(self, original,
+                                                           mappings):
+        mappings.side_effect = exception.NovaException('db down')
+        with mock.patch.object(manager, 'LOG') as log:
+            self._cleanup(self._instances('a'))
+        log.exception.assert_called_once()
+        original.return_value.assert_called_once()
+        self.delete.assert_not_called()
+
+    def test_original_failure_deletes_nothing(self, original, mappings):
+        mappings.return_value = [_mapping('a', None)]
+        original.return_value.side_effect = exception.NovaException('boom')
+        self.assertRaises(exception.NovaException, self._cleanup,
+                          self._instances('a'))
+        self.delete.assert_not_called()
+
+    def test_delete_failures_are_logged_not_raised(self, original, mappings):
+        mappings.return_value = [_mapping(u, None) for u in 'abcd']
+        self.delete.side_effect = [
+            exception.AllocationDeleteFailed(consumer_uuid='a', error='500'),
+            None,  # safe_connect: placement could not be reached
+            ValueError('unexpected'),
+            False,  # nothing to delete
+        ]
+        with mock.patch.object(manager, 'LOG') as log:
+            self._cleanup(self._instances('a', 'b', 'c', 'd'))
+        self.assertEqual(['a', 'b', 'c', 'd'], self._deleted())
+        self.assertEqual(3, log.error.call_count)
+        reasons = [c.args[1] for c in log.error.call_args_list]
+        self.assertIn('500', reasons[0])
+        self.assertEqual('placement could not be reached', reasons[1])
+        self.assertEqual('unexpected', reasons[2])
+        log.info.assert_not_called()
+
+    def test_deleted_claim_is_logged(self, original, mappings):
+        mappings.return_value = [_mapping('a', None)]
+        instance = self._instances('a')
+        with mock.patch.object(manager, 'LOG') as log:
+            self._cleanup(instance)
+        log.info.assert_called_once()
+        self.assertIs(instance[0], log.info.call_args.kwargs['instance'])
