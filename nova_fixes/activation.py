@@ -180,3 +180,36 @@ def _remove_periodic_task(owner, name):
 def active_fixes():
     """The bug ids whose drop-ins are active in this process."""
     return list(_active_bugs)
+
+
+def missing_patches(bugs=None):
+    """What the installed nova lacks of the patches of the fixes.
+
+    A nova built from a tree with patches/<series> applied defines every
+    ``new`` target, and keeps the original of every delegating drop-in
+    under its ``original_as`` name. Returns the missing names (empty when
+    nova carries every patch); activated drop-ins do not count.
+    """
+    if _active_bugs:
+        raise errors.NovaFixesError('drop-ins are active in this process; '
+                                    'cannot tell whether nova is patched')
+    missing = []
+    for fix in _select(bugs):
+        for target in fix.targets:
+            names = []
+            if target.new:
+                names.append(target.path)
+            if target.original_as:
+                names.append(target.path.rsplit('.', 1)[0] + '.' +
+                             target.original_as
+                             if '.' in target.attribute else
+                             target.module + ':' + target.original_as)
+            for path in names:
+                try:
+                    owner, name = _resolve(path)
+                except (ImportError, AttributeError):
+                    missing.append(path)
+                    continue
+                if not hasattr(owner, name):
+                    missing.append(path)
+    return missing

@@ -65,3 +65,31 @@ class UnknownFix(NovaFixesError):
         super().__init__(
             'no fix for bug %s; known fixes: %s'
             % (bug, ', '.join(str(b) for b in known)))
+
+
+class ExportError(NovaFixesError):
+    """A fix cannot be exported as a patch for the given nova tree."""
+
+
+class NotANovaTree(NovaFixesError):
+    """A directory given as a nova source tree is not one."""
+
+    def __init__(self, tree, reason):
+        self.tree = tree
+        super().__init__('%s is not a nova source tree: %s' % (tree, reason))
+
+
+class PatchDoesNotApply(NovaFixesError):
+    """A hunk of a patch does not apply to a nova tree."""
+
+    def __init__(self, patch, path, hunk, header, reason):
+        self.patch = patch
+        self.path = path
+        self.hunk = hunk
+        super().__init__(
+            '%s does not apply: hunk #%d of %s (%s) %s. Nothing was '
+            'changed.' % (patch, hunk, path, header, reason))
+
+
+class StalePatches(NovaFixesError):
+    """patches/<series> differs from what the drop-ins export."""

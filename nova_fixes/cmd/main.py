@@ -55,6 +55,45 @@ def _recreate(args):
     return recreate.main(args)
 
 
+def _tree(args):
+    """The nova tree to work on: --tree, or the series' released sdist."""
+    from nova_fixes.export import sdist
+    registry.check_series(args.series)
+    if args.tree:
+        return args.tree
+    return sdist.released_tree(args.series)
+
+
+def _export(args):
+    from nova_fixes.export import patch
+    series_list = (registry.SUPPORTED_SERIES if args.series == 'all'
+                   else [args.series])
+    if args.series == 'all' and args.tree:
+        raise errors.ExportError('--tree names one nova tree; give one '
+                                 '--series with it')
+    for series in series_list:
+        args.series = series
+        tree = _tree(args)
+        if args.check:
+            patch.check(series, tree, root=args.root)
+            print('patches/%s is up to date with the drop-ins' % series)
+        else:
+            names = patch.write(series, tree, root=args.root)
+            print('patches/%s: %s' % (series, ', '.join(names)))
+    return 0
+
+
+def _verify(args):
+    from nova_fixes.export import patch
+    tree = _tree(args)
+    names = patch.verify(args.series, tree, root=args.root,
+                         write_tree=args.apply)
+    print('%s: the %d patches of %s %s cleanly: %s' % (
+        tree, len(names), args.series,
+        'were applied' if args.apply else 'apply', ', '.join(names)))
+    return 0
+
+
 def parser():
     p = argparse.ArgumentParser(
         prog='nova-fixes',
@@ -76,6 +115,35 @@ def parser():
     r.add_argument('filter', nargs='*',
                    help='test id regular expressions (default: all)')
     r.set_defaults(func=_recreate)
+
+    e = sub.add_parser(
+        'export', help='write patches/<series> from the drop-ins (or, with '
+        '--check, fail if it is stale)')
+    e.add_argument('--series', required=True,
+                   help='a supported series (%s) or "all"'
+                   % ', '.join(registry.SUPPORTED_SERIES))
+    e.add_argument('--tree', help='a nova source tree of that series '
+                   '(default: its released sdist, downloaded with pip)')
+    e.add_argument('--check', action='store_true',
+                   help='compare instead of writing; exit 2 if stale')
+    e.add_argument('--root', default=None,
+                   help='the nova-fixes source tree holding patches/ '
+                   '(default: the one nova_fixes is imported from)')
+    e.set_defaults(func=_export)
+
+    v = sub.add_parser(
+        'verify', help="check that patches/<series> applies to a nova tree "
+        "(a packager's own, for example), changing nothing")
+    v.add_argument('--series', required=True,
+                   help='one of %s' % ', '.join(registry.SUPPORTED_SERIES))
+    v.add_argument('--tree', help='the nova source tree (default: the '
+                   "series' released sdist, downloaded with pip)")
+    v.add_argument('--apply', action='store_true',
+                   help='write the patched files into the tree once every '
+                   'patch is known to apply')
+    v.add_argument('--root', default=None,
+                   help='the nova-fixes source tree holding patches/')
+    v.set_defaults(func=_verify)
     return p
 
 

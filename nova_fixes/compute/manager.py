@@ -34,16 +34,18 @@ LOG = logging.getLogger(__name__)
 def _revert_allocation(self, context, instance, migration):
     """Replaces ComputeManager._revert_allocation (bug 1848343).
 
-    Give the instance back the allocations its migration holds on the
-    source node, replacing the instance's allocations on the destination.
-    Used on every compute-side revert: prep_resize and resize_instance
-    failures, finish_revert_resize, the cross-cell revert at the source,
+    Revert an allocation that is held by migration to our instance.
+
+    The instance gets back the allocations its migration holds on the
+    source node, replacing its allocations on the destination. Used on
+    every compute-side revert: prep_resize and resize_instance failures,
+    finish_revert_resize, the cross-cell revert at the source,
     live_migration_abort and _rollback_live_migration.
 
-    During a move the instance consumer holds the destination claim, so it
-    exists in placement unless the server was deleted: the move requires
-    its generation, and when it is gone the migration's allocations are
-    removed instead of being given to a deleted server.
+    During a move the instance consumer holds the destination claim, so
+    it exists in placement unless the server was deleted: the move
+    requires its generation, and when it is gone the migration's
+    allocations are removed instead of being given to a deleted server.
 
     :returns: the allocations moved back, keyed by provider UUID, or False
         when there was nothing to move back
@@ -71,11 +73,11 @@ def _revert_allocation(self, context, instance, migration):
                      'allocations were removed instead of reverted.',
                      migration.uuid, instance=instance)
         else:
-            LOG.error('The instance has no allocations in placement although '
-                      'it was not deleted; the allocations of migration %s '
-                      'were removed. Run "nova-manage placement '
-                      'heal_allocations" to restore its allocations.',
-                      migration.uuid, instance=instance)
+            LOG.error('The instance has no allocations in placement '
+                      'although it was not deleted; the allocations of '
+                      'migration %s were removed. Run "nova-manage '
+                      'placement heal_allocations" to restore its '
+                      'allocations.', migration.uuid, instance=instance)
         return False
     return orig_alloc
 
@@ -83,8 +85,8 @@ def _revert_allocation(self, context, instance, migration):
 # -- orphan instances ------------------------------------------------------
 
 ORPHAN_TASK = '_cleanup_orphan_instances'
-UNKNOWN = 'unknown'
-FOREIGN = 'foreign'
+ORPHAN_UNKNOWN = 'unknown'
+ORPHAN_FOREIGN = 'foreign'
 
 
 class OrphanGuest(object):
@@ -100,7 +102,7 @@ class OrphanGuest(object):
         return self.record.host if self.record is not None else None
 
     def describe(self):
-        if self.reason == UNKNOWN:
+        if self.reason == ORPHAN_UNKNOWN:
             return 'unknown: no instance record in the cell database'
         return ('foreign: its instance record names host %s and no '
                 'migration involving this host is in progress' % self.host)
@@ -141,7 +143,7 @@ def find_orphan_instances(manager, context):
     for uuid in sorted(uuids):
         record = by_uuid.get(uuid)
         if record is None:
-            orphans.append(OrphanGuest(uuid, UNKNOWN))
+            orphans.append(OrphanGuest(uuid, ORPHAN_UNKNOWN))
         elif record.deleted or record.host == manager.host:
             # Deleted but present: [DEFAULT]running_deleted_instance_action
             # handles it. On this host: not an orphan.
@@ -151,7 +153,7 @@ def find_orphan_instances(manager, context):
                       'another operation is in progress; not an orphan.',
                       uuid, record.host)
         else:
-            orphans.append(OrphanGuest(uuid, FOREIGN, record))
+            orphans.append(OrphanGuest(uuid, ORPHAN_FOREIGN, record))
     return orphans
 
 
@@ -186,13 +188,14 @@ def _act_on_orphan(manager, context, orphan, action):
 
 
 def _cleanup_orphan_instances(self, context):
-    """Added to ComputeManager: the periodic task for orphan instances.
+    """Added to ComputeManager (orphan instances).
 
-    Finds the guests of this host's hypervisor that nova does not account
-    for here (see find_orphan_instances) and, as [orphan_instances]action
-    says, logs them (default), stops them or reaps them once they have
-    been orphans for grace_period seconds, at most max_actions_per_run a
-    run. Every decision is logged with the guest's UUID and reason.
+    Act on the guests of this host's hypervisor that nova does not
+    account for here (see find_orphan_instances): as
+    [orphan_instances]action says, log them (default), stop them or reap
+    them once they have been orphans for grace_period seconds, at most
+    max_actions_per_run a run. Every decision is logged with the guest's
+    UUID and reason.
 
     Guests whose record is deleted but still present are left to
     _cleanup_running_deleted_instances.
@@ -201,13 +204,13 @@ def _cleanup_orphan_instances(self, context):
     try:
         orphans = find_orphan_instances(self, context)
     except NotImplementedError:
-        LOG.debug('Orphan instances: the virt driver cannot list its guests '
-                  'by UUID; nothing to do.')
+        LOG.debug('Orphan instances: the virt driver cannot list its '
+                  'guests by UUID; nothing to do.')
         return
     except Exception:
-        LOG.exception('Orphan instances: looking the guests of this host up '
-                      'failed; no decision in this run, the next run tries '
-                      'again.')
+        LOG.exception('Orphan instances: looking the guests of this host '
+                      'up failed; no decision in this run, the next run '
+                      'tries again.')
         return
 
     now = time.monotonic()
@@ -221,14 +224,15 @@ def _cleanup_orphan_instances(self, context):
         if conf.action == 'log':
             outcome = 'none (action is log)'
         elif age < conf.grace_period:
-            outcome = ('none yet (orphan for %d s of the %d s grace period)'
-                       % (age, conf.grace_period))
+            outcome = ('none yet (orphan for %d s of the %d s grace '
+                       'period)' % (age, conf.grace_period))
         elif acted >= conf.max_actions_per_run:
             outcome = ('deferred to the next run (max_actions_per_run %d '
                        'reached)' % conf.max_actions_per_run)
         else:
             try:
-                outcome = _act_on_orphan(self, context, orphan, conf.action)
+                outcome = _act_on_orphan(self, context, orphan,
+                                         conf.action)
             except Exception:
                 LOG.exception('Orphan instance %s (%s): action %s failed.',
                               orphan.uuid, orphan.describe(), conf.action)

@@ -25,8 +25,9 @@ LOG = log.getLogger(__name__)
 def is_instance_deleted(context, instance_uuid):
     """Added to nova.compute.utils (bug 1848343).
 
-    Tell whether an instance is deleted, or is being deleted, according to
-    its cell database.
+    Tell whether an instance is deleted, or being deleted.
+
+    The answer comes from the instance's cell database.
 
     Every delete path (the compute's _delete_instance, the API's local
     delete) saves vm_state DELETED or task_state DELETING before it removes

@@ -32,6 +32,7 @@ from nova import context as nova_context
 from nova import objects
 from nova.tests.functional.api import client as api_client
 
+from nova_fixes import activation as nova_fixes_activation
 from nova_fixes import conf as fixes_conf
 from nova_fixes import fixture as nova_fixes_fixture
 from tests import common
@@ -99,6 +100,13 @@ class NovaFixesTestMixin(object):
                           group='wsgi')
         if common.mode() == 'dropin':
             self.useFixture(nova_fixes_fixture.NovaFixes())
+        elif common.mode() == 'patched':
+            missing = nova_fixes_activation.missing_patches()
+            if missing:
+                raise RuntimeError(
+                    'NOVA_FIXES_MODE=patched, but the installed nova (%s) '
+                    'does not carry the patches of nova-fixes: it lacks %s'
+                    % (os.path.dirname(nova.__file__), ', '.join(missing)))
         for commit in undone_upstream_commits():
             self.useFixture(UNDO_UPSTREAM[commit]())
         super(NovaFixesTestMixin, self).setUp()

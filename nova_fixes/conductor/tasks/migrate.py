@@ -28,6 +28,8 @@ REVERT_ALLOCATION = ('nova.conductor.tasks.migrate:'
 def revert_allocation_for_migration(context, source_cn, instance, migration):
     """Replaces nova's revert_allocation_for_migration (bug 1848343).
 
+    Revert a migration's allocations to its instance unless it is deleted.
+
     Used by the MigrationTask and LiveMigrationTask rollbacks. After the
     conductor moved the instance's source allocations to the migration
     consumer, the instance consumer no longer exists in placement, live

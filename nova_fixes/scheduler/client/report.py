@@ -15,7 +15,10 @@
 from oslo_log import log as logging
 
 from nova import exception
-from nova.scheduler.client import report
+from nova.scheduler.client.report import CONSUMER_GENERATION_VERSION
+from nova.scheduler.client.report import retries
+from nova.scheduler.client.report import Retry
+from nova.scheduler.client.report import safe_connect
 from nova_fixes import activation
 
 LOG = logging.getLogger(__name__)
@@ -29,8 +32,10 @@ def move_allocations(self, context, source_consumer_uuid,
                      target_consumer_generation_required=False):
     """Replaces SchedulerReportClient.move_allocations (bug 1848343).
 
-    Adds ``target_consumer_generation_required``; without it nova's own
-    move_allocations runs unchanged.
+    Move allocations from one consumer to another.
+
+    Without ``target_consumer_generation_required`` the move is the one
+    nova always made, which creates the target consumer if it is missing.
 
     :param target_consumer_generation_required: if True, the target
         consumer must still exist in placement, and its generation is
@@ -43,24 +48,25 @@ def move_allocations(self, context, source_consumer_uuid,
     :raises AllocationMoveFailed: a consumer was changed concurrently.
     :raises AllocationMoveTargetNotFound: the target is required and gone.
     """
-    if not target_consumer_generation_required:
-        original = activation.original(MOVE_ALLOCATIONS)
-        return original(self, context, source_consumer_uuid,
-                        target_consumer_uuid)
-    return self._move_allocations_to_existing_consumer(
-        context, source_consumer_uuid, target_consumer_uuid)
+    if target_consumer_generation_required:
+        return self._move_allocations_to_existing_consumer(
+            context, source_consumer_uuid, target_consumer_uuid)
+    return activation.original(MOVE_ALLOCATIONS)(
+        self, context, source_consumer_uuid, target_consumer_uuid)
 
 
-@report.safe_connect
-@report.retries
+@safe_connect
+@retries
 def _move_allocations_to_existing_consumer(self, context,
                                            source_consumer_uuid,
                                            target_consumer_uuid):
     """Added to SchedulerReportClient (bug 1848343).
 
-    Move every allocation of the source consumer to the target consumer, in
-    one POST /allocations that names the generations of both, so that a
-    target deleted after it was read makes placement refuse the write
+    Move allocations to a target consumer that must exist.
+
+    Every allocation of the source consumer moves to the target consumer
+    in one POST /allocations that names the generations of both, so that
+    a target deleted after it was read makes placement refuse the write
     instead of re-creating the consumer. See move_allocations().
     """
     source = self.get_allocs_for_consumer(context, source_consumer_uuid)
@@ -76,14 +82,14 @@ def _move_allocations_to_existing_consumer(self, context,
                 'project_id': source['project_id'],
                 'user_id': source['user_id']})
             if r.status_code == 409:
-                raise report.Retry('move_allocations',
-                            'consumer %s changed while its allocations were '
-                            'being removed' % source_consumer_uuid)
+                raise Retry('move_allocations',
+                            'consumer %s changed while its allocations '
+                            'were being removed' % source_consumer_uuid)
             if r.status_code != 204:
                 return False
-        LOG.info('Consumer %s no longer exists in placement; removed the '
-                 'allocations of consumer %s instead of moving them to it.',
-                 target_consumer_uuid, source_consumer_uuid)
+        LOG.info('Consumer %s no longer exists in placement; removed '
+                 'the allocations of consumer %s instead of moving them '
+                 'to it.', target_consumer_uuid, source_consumer_uuid)
         raise exception.AllocationMoveTargetNotFound(
             source_consumer=source_consumer_uuid,
             target_consumer=target_consumer_uuid)
@@ -105,25 +111,25 @@ def _move_allocations_to_existing_consumer(self, context,
             consumer_generation=target['consumer_generation']),
     }
     r = self.post('/allocations', payload,
-                  version=report.CONSUMER_GENERATION_VERSION,
+                  version=CONSUMER_GENERATION_VERSION,
                   global_request_id=context.global_id)
     if r.status_code == 204:
         return True
     if r.status_code != 409:
-        LOG.warning('Unable to move allocations of consumer %s to consumer '
-                    '%s: %s %s', source_consumer_uuid, target_consumer_uuid,
-                    r.status_code, r.text)
+        LOG.warning('Unable to move allocations of consumer %s to '
+                    'consumer %s: %s %s', source_consumer_uuid,
+                    target_consumer_uuid, r.status_code, r.text)
         return False
     detail = r.json()['errors'][0]['detail']
     if 'consumer generation conflict' not in detail:
-        raise report.Retry('move_allocations',
+        raise Retry('move_allocations',
                     'a resource provider changed: %s' % detail)
     gone = 'consumer_generation' not in self.get_allocs_for_consumer(
         context, target_consumer_uuid)
     if gone:
         # Deleted between our read and our write: the next attempt removes
         # the source allocations.
-        raise report.Retry('move_allocations',
+        raise Retry('move_allocations',
                     'consumer %s was deleted' % target_consumer_uuid)
     raise exception.AllocationMoveFailed(
         source_consumer=source_consumer_uuid,

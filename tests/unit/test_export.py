@@ -1,0 +1,382 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The exporter: drop-ins into nova source edits, and patch files."""
+
+import os
+import sys
+import textwrap
+
+import fixtures
+import testtools
+
+from nova_fixes.cmd import main as cli
+from nova_fixes import errors
+from nova_fixes.export import patch
+from nova_fixes.export import plans
+from nova_fixes.export import source
+from nova_fixes import registry
+
+NOVA_MODULE = textwrap.dedent('''\
+    """A nova module."""
+
+    import collections
+
+    from oslo_log import log as logging
+
+    from nova import exception
+    from nova import objects
+
+    LOG = logging.getLogger(__name__)
+
+
+    def helper_of_nova():
+        return 1
+
+
+    class Client(object):
+
+        def move(self, context, source_uuid, target_uuid):
+            """Move allocations."""
+            return source_uuid
+
+        def keep(self):
+            return None
+    ''')
+
+DROPIN_MODULE = textwrap.dedent('''\
+    """Drop-ins for nova/fake.py."""
+
+    import time
+
+    from oslo_log import log as logging
+
+    from nova import exception
+    from nova import fake
+    from nova_fixes import activation
+
+    LOG = logging.getLogger(__name__)
+    MOVE = 'nova.fake:Client.move'
+    THRESHOLD = 3
+
+
+    def move(self, context, source_uuid, target_uuid, required=False):
+        """Replaces Client.move (bug 1).
+
+        Move allocations, maybe requiring the target.
+        """
+        if required:
+            return _check(self, time.time())
+        return activation.original(MOVE)(
+            self, context, source_uuid, target_uuid)
+
+
+    def _check(client, now):
+        return now > THRESHOLD and fake.helper_of_nova()
+
+
+    def keep(self):
+        """Replaces Client.keep (bug 1).
+
+        Keep nothing.
+        """
+        raise exception.NotFound()
+
+
+    def brand_new(context):
+        """Added to nova.fake (bug 1).
+
+        Something new.
+        """
+        return LOG
+    ''')
+
+
+class _Fixture(fixtures.Fixture):
+    """A drop-in package on sys.path, and a nova tree on disk."""
+
+    def _setUp(self):
+        self.root = self.useFixture(fixtures.TempDir()).path
+        pkg = os.path.join(self.root, 'fakefixes')
+        os.makedirs(pkg)
+        for name, text in (('__init__.py', ''), ('fake.py', DROPIN_MODULE)):
+            with open(os.path.join(pkg, name), 'w') as f:
+                f.write(text)
+        self.useFixture(fixtures.MonkeyPatch(
+            'sys.path', [self.root] + sys.path))
+        self.addCleanup(sys.modules.pop, 'fakefixes', None)
+
+
+def _fix(*targets):
+    return registry.Fix(bug=1, title='t', open_upstream=True, upstream='',
+                        targets=targets)
+
+
+class ExportSourceTestCase(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(_Fixture())
+        self.files = {'nova/fake.py': NOVA_MODULE}
+
+    def _export(self, *targets):
+        return source.export_fix_code(_fix(*targets), self.files)[
+            'nova/fake.py']
+
+    def test_delegating_drop_in_keeps_the_original_under_a_new_name(self):
+        text = self._export(registry.Target(
+            'nova.fake:Client.move', 'fakefixes.fake:move',
+            original_as='_move_anywhere'))
+        self.assertIn('    def _move_anywhere(self, context, source_uuid, '
+                      'target_uuid):\n        """Move allocations."""',
+                      text)
+        self.assertIn('    def move(self, context, source_uuid, target_uuid, '
+                      'required=False):', text)
+        self.assertIn('return self._move_anywhere(\n', text)
+        self.assertNotIn('activation', text)
+        # The provenance sentence is dropped from the docstring.
+        self.assertIn('"""Move allocations, maybe requiring the target.',
+                      text)
+        self.assertNotIn('Replaces', text)
+        # The helper it uses is module level, before the class; the name
+        # of this very module loses its prefix; the constant it uses
+        # comes along, the registry path does not.
+        self.assertLess(text.index('def _check(client, now)'),
+                        text.index('class Client'))
+        self.assertIn('return now > THRESHOLD and helper_of_nova()', text)
+        self.assertIn('THRESHOLD = 3', text)
+        self.assertNotIn('MOVE =', text)
+        # time is added among the standard library imports.
+        self.assertIn('import collections\nimport time\n', text)
+        compile(text, 'fake.py', 'exec')
+
+    def test_replacing_drop_in_replaces_the_function(self):
+        text = self._export(registry.Target(
+            'nova.fake:Client.keep', 'fakefixes.fake:keep'))
+        self.assertIn('    def keep(self):\n        """Keep nothing.', text)
+        self.assertNotIn('return None', text)
+        self.assertEqual(1, text.count('def keep('))
+
+    def test_new_function_is_appended(self):
+        text = self._export(registry.Target(
+            'nova.fake:brand_new', 'fakefixes.fake:brand_new', new=True))
+        self.assertTrue(text.endswith(
+            'def brand_new(context):\n    """Something new.\n    """\n'
+            '    return LOG\n'))
+
+    def test_new_target_that_nova_has_is_refused(self):
+        e = self.assertRaises(errors.ExportError, self._export,
+                              registry.Target('nova.fake:Client.keep',
+                                              'fakefixes.fake:keep',
+                                              new=True))
+        self.assertIn('already defines Client.keep', str(e))
+
+    def test_missing_target_is_refused(self):
+        self.files['nova/fake.py'] = NOVA_MODULE.replace('def keep',
+                                                         'def kept')
+        e = self.assertRaises(errors.ExportError, self._export,
+                              registry.Target('nova.fake:Client.keep',
+                                              'fakefixes.fake:keep'))
+        self.assertIn('defines no Client.keep', str(e))
+
+    def test_lines_too_long_for_nova_are_refused(self):
+        # 76 columns in the drop-in module, 80 as a method in nova.
+        with open(os.path.join(sys.path[0], 'fakefixes', 'fake.py'),
+                  'a') as f:
+            f.write('\n\ndef long_one(self):\n    return "%s"\n' % ('y' * 63))
+        e = self.assertRaises(errors.ExportError, self._export,
+                              registry.Target('nova.fake:Client.long_one',
+                                              'fakefixes.fake:long_one',
+                                              new=True))
+        self.assertIn('line 27 of nova/fake.py would be 80 columns long',
+                      str(e))
+
+
+class PeriodicExportTestCase(testtools.TestCase):
+
+    def test_the_real_orphan_task_becomes_a_decorated_method(self):
+        dropin = source.DropIn('nova_fixes.compute.manager')
+        name, decorator = dropin.periodic_parts(
+            'orphan_instances_periodic_task')
+        self.assertEqual('_cleanup_orphan_instances', name)
+        self.assertEqual(
+            '@periodic_task.periodic_task(\n'
+            '    spacing=CONF.orphan_instances.poll_interval or -1,\n'
+            '    run_immediately=False)', decorator)
+
+
+class NovaTestEditsTestCase(testtools.TestCase):
+
+    FIXME_TEST = textwrap.dedent('''\
+        class T(object):
+            def _assert_no_allocations(self, server):
+                for rp in self._get_all_providers():
+                    allocations = self._get(rp)
+                    # FIXME(someone): This is bug 1848343 where the
+                    # allocations are reverted.
+                    if rp['name'] == server['host']:
+                        self.assertFlavorMatchesAllocation(
+                            server['flavor'], server['id'], rp['uuid'])
+                    else:
+                        self.assertEqual({}, allocations,
+                                         'Leaked allocations')
+        ''')
+
+    def test_flip_the_fixme(self):
+        path = 'nova/tests/functional/regressions/test_bug_1848343.py'
+        text = plans.flip_1848343_fixme({path: self.FIXME_TEST})[path]
+        self.assertNotIn('FIXME', text)
+        self.assertNotIn('assertFlavorMatchesAllocation', text)
+        self.assertIn('            allocations = self._get(rp)\n'
+                      '            self.assertEqual({}, allocations,\n'
+                      "                             'Leaked allocations')\n",
+                      text)
+
+    def test_flip_refuses_a_test_without_the_fixme(self):
+        path = 'nova/tests/functional/regressions/test_bug_1848343.py'
+        e = self.assertRaises(
+            errors.ExportError, plans.flip_1848343_fixme,
+            {path: self.FIXME_TEST.replace('FIXME', 'NOTE')})
+        self.assertIn('has no FIXME', str(e))
+
+    def test_required_keyword_added_to_the_revert_assertions(self):
+        text = textwrap.dedent('''\
+            def test(self):
+                client.move_allocations.assert_called_once_with(
+                    ctx, self.migration.uuid, self.instance.uuid)
+                client.move_allocations.assert_called_once_with(
+                    ctx, a, b, target_consumer_generation_required=True)
+            ''')
+        new = plans._add_required_keyword(text)
+        self.assertIn('ctx, self.migration.uuid, self.instance.uuid,\n'
+                      '        target_consumer_generation_required=True)',
+                      new)
+        self.assertEqual(2, new.count('target_consumer_generation_required'))
+
+
+PLAN = plans.Plan(bug=1, slug='Fix-it', subject='Fix it',
+                  body='Because.', trailers=('Closes-Bug: #1',),
+                  updated='2026-11-30')
+
+
+def _nova_tree(root, text='a\nb\nc\nd\ne\nf\ng\n'):
+    for path, content in (('nova/__init__.py', ''),
+                          ('nova/compute/api.py', text),
+                          ('nova/compute/manager.py', ''),
+                          ('setup.cfg', '[metadata]\nname = nova\n'),
+                          ('PKG-INFO', 'Name: nova\nVersion: 34.0.0\n')):
+        full = os.path.join(root, path)
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        with open(full, 'w') as f:
+            f.write(content)
+
+
+class PatchFileTestCase(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.root = self.useFixture(fixtures.TempDir()).path
+        self.tree = os.path.join(self.root, 'nova')
+        _nova_tree(self.tree)
+        before = {'nova/compute/api.py': 'a\nb\nc\nd\ne\nf\ng\n',
+                  'nova/new.py': None}
+        changes = {'nova/compute/api.py': 'a\nb\nc\nD\ne\nf\ng\n',
+                   'nova/new.py': 'x = 1\n'}
+        self.patch = patch.Patch(1, 1, PLAN, changes, before)
+        self.patches = os.path.join(self.root, 'patches', '2026.2')
+        os.makedirs(self.patches)
+        with open(os.path.join(self.patches, self.patch.name), 'w') as f:
+            f.write(self.patch.text())
+        with open(os.path.join(self.patches, 'series'), 'w') as f:
+            f.write(self.patch.name + '\n')
+
+    def test_git_format_patch_with_dep3_fields(self):
+        text = self.patch.text()
+        self.assertTrue(text.startswith('From '))
+        for header in ('From: ', 'Date: Mon, 30 Nov 2026 00:00:00 +0000',
+                       'Subject: [PATCH 1/1] Fix it', 'Closes-Bug: #1',
+                       'Origin: vendor', 'Bug: https://bugs.launchpad.net/'
+                       'nova/+bug/1', 'Forwarded: no',
+                       'Last-Update: 2026-11-30',
+                       'diff --git a/nova/new.py b/nova/new.py',
+                       'new file mode 100644', '--- /dev/null'):
+            self.assertIn(header, text)
+        # The same input gives the same bytes: check can compare.
+        self.assertEqual(text, self.patch.text())
+
+    def test_verify_applies_all_or_nothing(self):
+        names = patch.verify('2026.2', self.tree, root=self.root)
+        self.assertEqual([self.patch.name], names)
+        with open(os.path.join(self.tree, 'nova/compute/api.py')) as f:
+            self.assertEqual('a\nb\nc\nd\ne\nf\ng\n', f.read())
+        patch.verify('2026.2', self.tree, root=self.root, write_tree=True)
+        with open(os.path.join(self.tree, 'nova/compute/api.py')) as f:
+            self.assertEqual('a\nb\nc\nD\ne\nf\ng\n', f.read())
+        with open(os.path.join(self.tree, 'nova/new.py')) as f:
+            self.assertEqual('x = 1\n', f.read())
+
+    def test_a_hunk_that_does_not_apply_is_named(self):
+        with open(os.path.join(self.tree, 'nova/compute/api.py'), 'w') as f:
+            f.write('a\nb\nc\nX\ne\nf\ng\n')
+        e = self.assertRaises(errors.PatchDoesNotApply, patch.verify,
+                              '2026.2', self.tree, root=self.root,
+                              write_tree=True)
+        self.assertIn('0001-Fix-it.patch does not apply: hunk #1 of '
+                      'nova/compute/api.py (@@ -1,7 +1,7 @@)', str(e))
+        # Nothing was written, not even the new file of the patch.
+        self.assertFalse(os.path.exists(os.path.join(self.tree,
+                                                     'nova/new.py')))
+
+    def test_hunks_apply_at_an_offset(self):
+        with open(os.path.join(self.tree, 'nova/compute/api.py'), 'w') as f:
+            f.write('0\n1\na\nb\nc\nd\ne\nf\ng\n')
+        patch.verify('2026.2', self.tree, root=self.root, write_tree=True)
+        with open(os.path.join(self.tree, 'nova/compute/api.py')) as f:
+            self.assertEqual('0\n1\na\nb\nc\nD\ne\nf\ng\n', f.read())
+
+    def test_not_a_nova_tree(self):
+        empty = self.useFixture(fixtures.TempDir()).path
+        e = self.assertRaises(errors.NotANovaTree, patch.verify, '2026.2',
+                              empty, root=self.root)
+        self.assertIn('is not a nova source tree: nova/__init__.py is '
+                      'missing', str(e))
+
+    def test_a_tree_of_another_series(self):
+        e = self.assertRaises(errors.NotANovaTree, patch.verify, '2024.1',
+                              self.tree, root=self.root)
+        self.assertIn('it is nova 34.0.0 (series 2026.2), not a 2024.1 '
+                      'tree', str(e))
+
+    def test_unknown_series(self):
+        self.assertRaises(errors.UnknownSeries, patch.verify, 'zed',
+                          self.tree, root=self.root)
+
+    def test_cli_errors_are_one_clear_line(self):
+        stderr = self.useFixture(fixtures.StringStream('stderr')).stream
+        self.useFixture(fixtures.MonkeyPatch('sys.stderr', stderr))
+        rc = cli.main(['verify', '--series', 'master', '--tree', self.tree])
+        self.assertEqual(2, rc)
+        stderr.seek(0)
+        self.assertIn("unknown nova series 'master'", stderr.read())
+
+
+class CommittedPatchesTestCase(testtools.TestCase):
+    """patches/ in this tree: one set per series, each listed in order."""
+
+    def test_every_series_has_its_patches(self):
+        for series in registry.SUPPORTED_SERIES:
+            names = [n for n, _t in patch.series_patches(series)]
+            self.assertEqual(len(registry.FIXES), len(names), series)
+            for number, (name, fix) in enumerate(zip(names,
+                                                     registry.FIXES), 1):
+                self.assertTrue(name.startswith('%04d-%s' % (
+                    number, plans.plan_of(fix).slug)), name)

@@ -1,0 +1,170 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Verify the patches of one series on that series' released nova.
+
+Run in an environment where the series' nova release is installed (tox
+-e series, with NOVA_FIXES_SERIES):
+
+1. the functional regression suite on vanilla nova: the series' column
+   of the recreate report (which bugs this series has);
+2. patches/<series> applied, all or nothing, to the released sdist, and
+   the patched nova installed in place of the release;
+3. the functional regression suite on the patched nova, with nothing
+   activated (NOVA_FIXES_MODE=patched);
+4. nova's own unit tests of every module a patch touches, and nova's
+   functional tests that the patches change or add, on the patched tree;
+5. the released nova put back.
+
+Prints one "N passed, N failed" line; --json writes the rows for
+tools/series_report.py.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+from nova_fixes import activation
+from nova_fixes.cmd import recreate
+from nova_fixes import errors
+from nova_fixes.export import patch
+from nova_fixes.export import sdist
+from nova_fixes import registry
+
+TREE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: nova's own test runs use eventlet, as nova's tox py3 env does.
+NOVA_TEST_ENV = {'OS_NOVA_DISABLE_EVENTLET_PATCHING': 'False'}
+
+
+def _progress(mode, test_id, status, done):
+    sys.stderr.write('[%s %4d] %-8s %s\n' % (mode, done, status, test_id))
+    sys.stderr.flush()
+
+
+def _pip(*args):
+    cmd = [sys.executable, '-m', 'pip', '--disable-pip-version-check',
+           'install', '-q'] + list(args)
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode:
+        raise errors.NovaFixesError('%s failed: %s' % (
+            ' '.join(cmd), result.stderr.strip()[-1000:]))
+
+
+def _count(name, results):
+    skipped = sorted(t for t, o in results.items() if o.status == 'skip')
+    failed = sorted(t for t, o in results.items()
+                    if not o.passed and o.status != 'skip')
+    passed = len(results) - len(failed) - len(skipped)
+    print('%s: %d passed, %d failed, %d skipped'
+          % (name, passed, len(failed), len(skipped)))
+    for test_id in failed:
+        print('  FAILED %s' % test_id)
+    return passed, len(failed), len(skipped)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    p.add_argument('--series',
+                   default=os.environ.get('NOVA_FIXES_SERIES',
+                                          registry.DEFAULT_SERIES))
+    p.add_argument('--no-nova-unit', action='store_true',
+                   help="leave out nova's unit tests (step 4)")
+    p.add_argument('--concurrency', type=int, default=None)
+    p.add_argument('--json', help='write the results to this file')
+    args = p.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)
+    start = time.time()
+    series = registry.check_series(args.series)
+    version = activation.nova_version()
+    if activation.series_of(version) != series:
+        raise SystemExit('run_series: nova %s is installed, not the %s '
+                         'release %s' % (version, series,
+                                         registry.RELEASES[series][0]))
+    passed = failed = skipped = 0
+
+    def add(counts):
+        nonlocal passed, failed, skipped
+        passed, failed, skipped = (passed + counts[0], failed + counts[1],
+                                   skipped + counts[2])
+
+    def suite(**kwargs):
+        return recreate.run_suite(concurrency=args.concurrency,
+                                  progress=_progress, **kwargs)
+
+    # 1. vanilla: the series' column of the recreate report.
+    vanilla = suite(tree=TREE, mode='vanilla')
+    without = recreate.run_without_upstream_fixes(
+        TREE, vanilla, concurrency=args.concurrency, progress=_progress)
+
+    # 2. the patched tree.
+    work = tempfile.mkdtemp(prefix='nova-fixes-%s-' % series)
+    nova_tree = os.path.join(work, 'nova-%s' % version)
+    shutil.copytree(sdist.released_tree(series), nova_tree)
+    names = patch.verify(series, nova_tree, write_tree=True)
+    print('%s: applied %s' % (series, ', '.join(names)))
+    passed += 1
+    _pip('--no-deps', '--no-build-isolation', '--force-reinstall',
+         nova_tree)
+    try:
+        # 3. the regression suite on the patched nova.
+        patched = suite(tree=TREE, mode='patched')
+        rows = recreate.build_rows(TREE, vanilla, patched, without)
+        for row in rows:
+            row['fixed'] = row['fixed'] + ' (patched)'
+        print(recreate.format_table(rows))
+        bad = [r for r in rows if not r['ok']]
+        print('%s recreate report: %d scenarios as expected, %d not'
+              % (series, len(rows) - len(bad), len(bad)))
+        for r in bad:
+            print('  NOT AS EXPECTED %s (vanilla: %s, patched: %s)'
+                  % (r['test'], r['vanilla'], r['fixed']))
+        add((len(rows) - len(bad), len(bad), 0))
+
+        # 4. nova's own tests on the patched tree.
+        unit, functional = patch.touched_tests(series, nova_tree)
+        nova_results = {}
+        runs = [('functional', functional)]
+        if not args.no_nova_unit:
+            runs.insert(0, ('unit', unit))
+        for kind, modules in runs:
+            if not modules:
+                continue
+            results = suite(
+                tree=nova_tree, mode='patched',
+                test_path='nova/tests/%s' % kind, extra_env=NOVA_TEST_ENV,
+                filters=['^(%s)\\.' % '|'.join(m.replace('.', '\\.')
+                                               for m in modules)])
+            add(_count("nova's %s tests of the patched modules (%s)"
+                       % (kind, ', '.join(modules)), results))
+            nova_results[kind] = {t: o.status for t, o in results.items()}
+    finally:
+        # 5. the released nova back.
+        _pip('--no-deps', '--force-reinstall', 'nova==%s' % version)
+        shutil.rmtree(work, ignore_errors=True)
+
+    if args.json:
+        with open(args.json, 'w') as f:
+            json.dump({'series': series, 'nova': version, 'rows': rows,
+                       'nova_tests': nova_results, 'passed': passed,
+                       'failed': failed, 'skipped': skipped}, f, indent=2)
+    print('%s took %d s' % (series, time.time() - start))
+    print('%d passed, %d failed, %d skipped' % (passed, failed, skipped))
+    return 1 if failed else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
