@@ -252,10 +252,12 @@ class BuildCleanupProviderMappingTest(_WindowsTestBase):
         cleaned = self.watch(conductor_manager.ComputeTaskManager,
                              '_cleanup_build_artifacts')
         cast = []
+        arrived = threading.Event()
         build = compute_manager.ComputeManager.build_and_run_instance
 
         def build_after_cleanup(manager, context, *args, **kwargs):
             cast.append(kwargs['instance'].uuid)
+            arrived.set()
             cleaned.wait(TIMEOUT)
             return build(manager, context, *args, **kwargs)
 
@@ -276,6 +278,9 @@ class BuildCleanupProviderMappingTest(_WindowsTestBase):
 
         servers = {s['id']: s for s in self._boot(2)}
         self.wait_for(cleaned, 'the conductor to clean up the build')
+        # The cast to host1 is asynchronous: it may reach the compute after
+        # the conductor's cleanup is over.
+        self.wait_for(arrived, 'the first build to reach host1')
         self.assertEqual(2, len(fills))
         self.assertEqual(fills[:1], cast)
         built, failed = servers[fills[0]], servers[fills[1]]
