@@ -34,26 +34,6 @@ import time
 from nova_fixes.cmd import recreate
 
 
-def _progress(mode, test_id, status, done):
-    sys.stderr.write('[%s %4d] %-8s %s\n' % (mode, done, status, test_id))
-    sys.stderr.flush()
-
-
-def _count(name, results):
-    """(passed, failed, skipped) of one suite; a skip is neither."""
-    skipped = sorted(t for t, o in results.items() if o.status == 'skip')
-    failed = sorted(t for t, o in results.items()
-                    if not o.passed and o.status != 'skip')
-    passed = len(results) - len(failed) - len(skipped)
-    print('%s: %d passed, %d failed, %d skipped' % (
-        name, passed, len(failed), len(skipped)))
-    for test_id in failed:
-        print('  FAILED %s' % test_id)
-    for test_id in skipped:
-        print('  skipped %s' % test_id)
-    return passed, len(failed), len(skipped)
-
-
 def _suite(name, run):
     """Run one suite; a suite that cannot run counts as one failure."""
     try:
@@ -78,13 +58,13 @@ def main():
     def run(mode, test_path='tests/functional'):
         return lambda: recreate.run_suite(
             tree, mode, test_path=test_path, concurrency=args.concurrency,
-            progress=_progress)
+            progress=recreate.print_progress)
 
     unit = _suite('unit tests', run('dropin', 'tests/unit'))
     if unit is None:
         failed += 1
     else:
-        p_, f_, s_ = _count('unit tests', unit)
+        p_, f_, s_ = recreate.count('unit tests', unit)
         passed, failed, skipped = passed + p_, failed + f_, skipped + s_
 
     vanilla = _suite('functional tests on vanilla nova', run('vanilla'))
@@ -96,7 +76,8 @@ def main():
     without = _suite(
         'functional tests of bugs fixed upstream, without their fix',
         lambda: recreate.run_without_upstream_fixes(
-            tree, fixed, concurrency=args.concurrency, progress=_progress))
+            tree, fixed, concurrency=args.concurrency,
+            progress=recreate.print_progress))
     if without is None:
         without = {}
         failed += 1
@@ -116,7 +97,7 @@ def main():
         if intree is None:
             failed += 1
         else:
-            p_, f_, s_ = _count(name, intree)
+            p_, f_, s_ = recreate.count(name, intree)
             passed, failed, skipped = (passed + p_, failed + f_,
                                        skipped + s_)
 

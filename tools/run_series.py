@@ -53,23 +53,6 @@ TREE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOVA_TEST_ENV = {'OS_NOVA_DISABLE_EVENTLET_PATCHING': 'False'}
 
 
-def _progress(mode, test_id, status, done):
-    sys.stderr.write('[%s %4d] %-8s %s\n' % (mode, done, status, test_id))
-    sys.stderr.flush()
-
-
-def _count(name, results):
-    skipped = sorted(t for t, o in results.items() if o.status == 'skip')
-    failed = sorted(t for t, o in results.items()
-                    if not o.passed and o.status != 'skip')
-    passed = len(results) - len(failed) - len(skipped)
-    print('%s: %d passed, %d failed, %d skipped'
-          % (name, passed, len(failed), len(skipped)))
-    for test_id in failed:
-        print('  FAILED %s' % test_id)
-    return passed, len(failed), len(skipped)
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     p.add_argument('--series',
@@ -97,12 +80,13 @@ def main():
 
     def suite(**kwargs):
         return recreate.run_suite(concurrency=args.concurrency,
-                                  progress=_progress, **kwargs)
+                                  progress=recreate.print_progress, **kwargs)
 
     # 1. vanilla: the series' column of the recreate report.
     vanilla = suite(tree=TREE, mode='vanilla')
     without = recreate.run_without_upstream_fixes(
-        TREE, vanilla, concurrency=args.concurrency, progress=_progress)
+        TREE, vanilla, concurrency=args.concurrency,
+        progress=recreate.print_progress)
 
     # 2. the patched tree.
     work = tempfile.mkdtemp(prefix='nova-fixes-%s-' % series)
@@ -142,8 +126,9 @@ def main():
                 extra_env=dict(NOVA_TEST_ENV, **patched_env),
                 filters=['^(%s)\\.' % '|'.join(m.replace('.', '\\.')
                                                for m in modules)])
-            add(_count("nova's %s tests of the patched modules (%s)"
-                       % (kind, ', '.join(modules)), results))
+            name = ("nova's %s tests of the patched modules (%s)"
+                    % (kind, ', '.join(modules)))
+            add(recreate.count(name, results))
             nova_results[kind] = {t: o.status for t, o in results.items()}
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -97,6 +97,29 @@ def run_suite(tree, mode, test_path='tests/functional', concurrency=None,
     return results
 
 
+def print_progress(mode, test_id, status, done):
+    """run_suite's progress callback for the tools: one line on stderr."""
+    sys.stderr.write('[%s %4d] %-8s %s\n' % (mode, done, status, test_id))
+    sys.stderr.flush()
+
+
+def count(name, results):
+    """Print and return (passed, failed, skipped) of one suite's results;
+    a skipped test is neither passed nor failed.
+    """
+    skipped = sorted(t for t, o in results.items() if o.status == 'skip')
+    failed = sorted(t for t, o in results.items()
+                    if not o.passed and o.status != 'skip')
+    passed = len(results) - len(failed) - len(skipped)
+    print('%s: %d passed, %d failed, %d skipped' % (
+        name, passed, len(failed), len(skipped)))
+    for test_id in failed:
+        print('  FAILED %s' % test_id)
+    for test_id in skipped:
+        print('  skipped %s' % test_id)
+    return passed, len(failed), len(skipped)
+
+
 def _recreates(test_id, tree):
     """The test class's recreates attribute (default True)."""
     module_name, class_name = test_id.rsplit('.', 2)[:2]
@@ -195,17 +218,12 @@ def format_table(rows):
 def main(args):
     tree = os.path.abspath(args.tree)
 
-    def progress(mode, test_id, status, done):
-        sys.stderr.write('[%s %3d] %-8s %s\n' % (mode, done, status,
-                                                 test_id))
-        sys.stderr.flush()
-
     vanilla = run_suite(tree, 'vanilla', concurrency=args.concurrency,
-                        filters=args.filter, progress=progress)
+                        filters=args.filter, progress=print_progress)
     fixed = run_suite(tree, FIXED_MODE, concurrency=args.concurrency,
-                      filters=args.filter, progress=progress)
+                      filters=args.filter, progress=print_progress)
     without = run_without_upstream_fixes(
-        tree, fixed, concurrency=args.concurrency, progress=progress)
+        tree, fixed, concurrency=args.concurrency, progress=print_progress)
     rows = build_rows(tree, vanilla, fixed, without)
     print(format_table(rows))
     bad = [r for r in rows if not r['ok']]
