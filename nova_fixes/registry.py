@@ -17,7 +17,6 @@ import it before nova's own monkey patching has run.
 """
 
 import dataclasses
-import re
 
 from nova_fixes import errors
 
@@ -196,32 +195,8 @@ FIXED_UPSTREAM = {
 }
 
 
-def fixed_upstream(test_id):
-    """(commit, release) if the test's module is of a bug nova fixed."""
-    module = test_id.split('.')[2] if test_id.count('.') >= 2 else ''
-    return FIXED_UPSTREAM.get(module)
-
-
 def get_fix(bug):
     try:
         return FIXES_BY_BUG[str(bug)]
     except KeyError:
         raise errors.UnknownFix(bug, sorted(FIXES_BY_BUG))
-
-
-def bug_of_test(test_id):
-    """The bug id a functional test id is about, by its module name."""
-    fix = fix_of_test(test_id)
-    if fix is not None:
-        return fix.bug
-    match = re.search(r'\.test_bug_(\d+)', test_id)
-    return int(match.group(1)) if match else None
-
-
-def fix_of_test(test_id):
-    """The fix a functional test id belongs to, by its module name."""
-    module = test_id.split('.')[2] if test_id.count('.') >= 2 else ''
-    for fix in FIXES:
-        if fix.test_module and module.startswith(fix.test_module):
-            return fix
-    return None
