@@ -65,13 +65,14 @@ class Target:
     #: with oslo.service's periodic_task), added to the owner's periodic
     #: tasks at activation and removed at deactivation.
     periodic: bool = False
-    #: For a replaced target whose drop-in delegates to nova's original
-    #: (activation.original): the name the original keeps in nova when
-    #: the fix is exported as a patch (see nova_fixes.export.source).
+    #: For a replaced target whose drop-in delegates to nova's original:
+    #: the name the original keeps in nova once patched. The drop-in calls
+    #: it by that name (``self.<name>(...)`` for a method, ``<name>(...)``
+    #: for a module-level function); activation binds it while active.
     original_as: str = ''
-    #: The patch makes this change with an edit of its own (see the fix's
-    #: plan in nova_fixes.export.plans), not from the drop-in's code.
-    exported_by_plan: bool = False
+    #: The series this target applies to, when nova's original differs
+    #: between series so that each form has its own drop-in.
+    series: tuple = SUPPORTED_SERIES
 
     @property
     def module(self):
@@ -171,8 +172,14 @@ FIXES = (
                    '_attempt_delete_of_buildrequest'),
             Target('nova.api.openstack.compute.servers:'
                    'ServersController.delete',
-                   'nova_fixes.compute.api:servers_controller_delete',
-                   exported_by_plan=True),
+                   'nova_fixes.api.openstack.compute.servers:'
+                   'ServersControllerBefore2026.delete',
+                   series=('2024.1', '2024.2', '2025.1', '2025.2')),
+            Target('nova.api.openstack.compute.servers:'
+                   'ServersController.delete',
+                   'nova_fixes.api.openstack.compute.servers:'
+                   'ServersController.delete',
+                   series=('2026.1', '2026.2')),
         ),
         test_module='test_bug_1859496_windows',
     ),
@@ -193,6 +200,11 @@ FIXED_UPSTREAM = {
     # queued for delete: quota drift) is what f35930eef8 closed.
     'test_bug_1783613': ('f35930eef8', 'nova 21.0.0'),
 }
+
+
+def targets_of(fix, series):
+    """The targets of a fix that apply to a series."""
+    return [target for target in fix.targets if series in target.series]
 
 
 def get_fix(bug):
