@@ -30,9 +30,9 @@ from nova_fixes import registry
 LOG = logging.getLogger(__name__)
 
 _lock = threading.Lock()
-# target path -> (owner, name, original __dict__ entry or _MISSING)
+#: bug -> [(owner, name, original __dict__ entry or _MISSING)], in the
+#: order they were set
 _applied = {}
-_active_bugs = []
 _MISSING = object()
 
 
@@ -98,10 +98,34 @@ def _replacement(target):
     return vars(owner)[name] if name in vars(owner) else getattr(owner, name)
 
 
+def _aliases(target, owner, name):
+    """[(owner, name)] where a delegating drop-in finds nova's original.
+
+    A drop-in calls nova's original by the name the patch gives it
+    (Target.original_as): a method through ``self``, so the alias goes on
+    nova's class; a module-level function by its bare name, so the alias
+    goes in nova's module (as in the patch) and in the drop-in's module,
+    whose globals the drop-in's code reads.
+    """
+    if not target.original_as:
+        return []
+    aliases = [(owner, target.original_as)]
+    if '.' not in target.attribute:
+        dropin_module = importlib.import_module(
+            target.replacement.split(':')[0])
+        aliases.append((dropin_module, target.original_as))
+    return aliases
+
+
 def _select(bugs):
     if bugs is None:
         return list(registry.FIXES)
     return [registry.get_fix(bug) for bug in bugs]
+
+
+def _set(changes, owner, name, new):
+    changes.append((owner, name, vars(owner).get(name, _MISSING)))
+    setattr(owner, name, new)
 
 
 def activate(bugs=None):
@@ -115,58 +139,56 @@ def activate(bugs=None):
         nothing is patched then
     """
     with _lock:
-        fixes = [fix for fix in _select(bugs)
-                 if fix.bug not in _active_bugs]
+        fixes = [fix for fix in _select(bugs) if fix.bug not in _applied]
         if not fixes:
             return []
         series = series_of(nova_version())
         recorded = fingerprint.recorded()
         plan = []
         for fix in fixes:
-            for target in fix.targets:
+            for target in registry.targets_of(fix, series):
                 owner, name = _check(target, series, recorded)
-                plan.append((target, owner, name, _replacement(target)))
-        for target, owner, name, new in plan:
-            _applied[target.path] = (owner, name,
-                                     vars(owner).get(name, _MISSING))
+                aliases = _aliases(target, owner, name)
+                if target.original_as and hasattr(owner,
+                                                  target.original_as):
+                    raise errors.TargetMismatch(
+                        target.path, series, 'nova already has %s; the fix '
+                        'may be merged already' % target.original_as)
+                plan.append((fix, target, owner, name, aliases,
+                             _replacement(target)))
+        for fix, target, owner, name, aliases, new in plan:
+            changes = _applied.setdefault(fix.bug, [])
+            for alias_owner, alias in aliases:
+                _set(changes, alias_owner, alias, vars(owner)[name])
             if target.periodic:
                 new = new()
                 owner._add_periodic_task(new)
-            setattr(owner, name, new)
-        _active_bugs.extend(fix.bug for fix in fixes)
+            _set(changes, owner, name, new)
         LOG.info('nova-fixes: activated fixes for bugs %s on nova %s',
                  ', '.join(str(fix.bug) for fix in fixes), series)
         return [fix.bug for fix in fixes]
 
 
-def deactivate():
-    """Undo every activation: the original objects are put back."""
-    with _lock:
-        for path in reversed(list(_applied)):
-            owner, name, original = _applied.pop(path)
-            _remove_periodic_task(owner, name)
-            if original is _MISSING:
-                delattr(owner, name)
-            else:
-                setattr(owner, name, original)
-        bugs = list(_active_bugs)
-        del _active_bugs[:]
-        return bugs
+def deactivate(bugs=None):
+    """Undo the activation of the given fixes (default: every active one).
 
-
-def original(path):
-    """The original nova object behind ``path`` (``module:attribute``).
-
-    Drop-ins that only add behaviour around nova's code call the original
-    through this, so nova-fixes carries no copy of nova's code. While the
-    target is not patched, the live attribute is the original.
+    The original objects are put back; fixes not active are ignored.
+    Returns the bug ids this call deactivated.
     """
-    if path in _applied:
-        owner, name, saved = _applied[path]
-        if saved is not _MISSING:
-            return saved
-    owner, name = _resolve(path)
-    return getattr(owner, name)
+    with _lock:
+        selected = [fix.bug for fix in _select(bugs)]
+        done = []
+        for bug in reversed(list(_applied)):
+            if bug not in selected:
+                continue
+            for owner, name, original in reversed(_applied.pop(bug)):
+                _remove_periodic_task(owner, name)
+                if original is _MISSING:
+                    delattr(owner, name)
+                else:
+                    setattr(owner, name, original)
+            done.insert(0, bug)
+        return done
 
 
 def _remove_periodic_task(owner, name):
@@ -179,7 +201,7 @@ def _remove_periodic_task(owner, name):
 
 def active_fixes():
     """The bug ids whose drop-ins are active in this process."""
-    return list(_active_bugs)
+    return list(_applied)
 
 
 def missing_patches(bugs=None):
@@ -190,12 +212,13 @@ def missing_patches(bugs=None):
     under its ``original_as`` name. Returns the missing names (empty when
     nova carries every patch); activated drop-ins do not count.
     """
-    if _active_bugs:
+    if _applied:
         raise errors.NovaFixesError('drop-ins are active in this process; '
                                     'cannot tell whether nova is patched')
     missing = []
+    series = series_of(nova_version())
     for fix in _select(bugs):
-        for target in fix.targets:
+        for target in registry.targets_of(fix, series):
             names = []
             if target.new:
                 names.append(target.path)

@@ -12,11 +12,11 @@
 
 """Exceptions the fixes add to nova/exception.py."""
 
-from nova import exception
+from nova.exception import NovaException
 from nova.i18n import _
 
 
-class AllocationMoveTargetNotFound(exception.NovaException):
+class AllocationMoveTargetNotFound(NovaException):
     """Added to nova.exception (bug 1848343).
 
     The target consumer that move_allocations was required to find is gone.
@@ -30,7 +30,7 @@ class AllocationMoveTargetNotFound(exception.NovaException):
                 'were removed instead of moved to it.')
 
 
-class PlacementUnavailableForDelete(exception.NovaException):
+class PlacementUnavailableForDelete(NovaException):
     """Added to nova.exception (bug 1859496).
 
     The allocations of a server being built could not be deleted.

@@ -17,7 +17,6 @@ import it before nova's own monkey patching has run.
 """
 
 import dataclasses
-import re
 
 from nova_fixes import errors
 
@@ -66,13 +65,14 @@ class Target:
     #: with oslo.service's periodic_task), added to the owner's periodic
     #: tasks at activation and removed at deactivation.
     periodic: bool = False
-    #: For a replaced target whose drop-in delegates to nova's original
-    #: (activation.original): the name the original keeps in nova when
-    #: the fix is exported as a patch (see nova_fixes.export.source).
+    #: For a replaced target whose drop-in delegates to nova's original:
+    #: the name the original keeps in nova once patched. The drop-in calls
+    #: it by that name (``self.<name>(...)`` for a method, ``<name>(...)``
+    #: for a module-level function); activation binds it while active.
     original_as: str = ''
-    #: The patch makes this change with an edit of its own (see the fix's
-    #: plan in nova_fixes.export.plans), not from the drop-in's code.
-    exported_by_plan: bool = False
+    #: The series this target applies to, when nova's original differs
+    #: between series so that each form has its own drop-in.
+    series: tuple = SUPPORTED_SERIES
 
     @property
     def module(self):
@@ -172,8 +172,14 @@ FIXES = (
                    '_attempt_delete_of_buildrequest'),
             Target('nova.api.openstack.compute.servers:'
                    'ServersController.delete',
-                   'nova_fixes.compute.api:servers_controller_delete',
-                   exported_by_plan=True),
+                   'nova_fixes.api.openstack.compute.servers:'
+                   'ServersControllerBefore2026.delete',
+                   series=('2024.1', '2024.2', '2025.1', '2025.2')),
+            Target('nova.api.openstack.compute.servers:'
+                   'ServersController.delete',
+                   'nova_fixes.api.openstack.compute.servers:'
+                   'ServersController.delete',
+                   series=('2026.1', '2026.2')),
         ),
         test_module='test_bug_1859496_windows',
     ),
@@ -196,10 +202,9 @@ FIXED_UPSTREAM = {
 }
 
 
-def fixed_upstream(test_id):
-    """(commit, release) if the test's module is of a bug nova fixed."""
-    module = test_id.split('.')[2] if test_id.count('.') >= 2 else ''
-    return FIXED_UPSTREAM.get(module)
+def targets_of(fix, series):
+    """The targets of a fix that apply to a series."""
+    return [target for target in fix.targets if series in target.series]
 
 
 def get_fix(bug):
@@ -207,21 +212,3 @@ def get_fix(bug):
         return FIXES_BY_BUG[str(bug)]
     except KeyError:
         raise errors.UnknownFix(bug, sorted(FIXES_BY_BUG))
-
-
-def bug_of_test(test_id):
-    """The bug id a functional test id is about, by its module name."""
-    fix = fix_of_test(test_id)
-    if fix is not None:
-        return fix.bug
-    match = re.search(r'\.test_bug_(\d+)', test_id)
-    return int(match.group(1)) if match else None
-
-
-def fix_of_test(test_id):
-    """The fix a functional test id belongs to, by its module name."""
-    module = test_id.split('.')[2] if test_id.count('.') >= 2 else ''
-    for fix in FIXES:
-        if fix.test_module and module.startswith(fix.test_module):
-            return fix
-    return None

@@ -14,8 +14,13 @@
 time, so that a suite can import it before nova's own test package.
 """
 
+import functools
 import os
 import sys
+
+#: Starts the message of every leak assertion, so that the recreate report
+#: tells a test that recreated its bug from one that broke another way.
+LEAK = 'LEAK: '
 
 #: NOVA_FIXES_MODE: the nova under test in a test process.
 MODES = ('dropin', 'vanilla', 'patched')
@@ -45,3 +50,26 @@ def api_paste_config():
         if os.path.exists(path):
             return path
     raise RuntimeError('nova api-paste.ini not found in %s' % candidates)
+
+
+def install_api_paste_config():
+    """Make every nova ConfFixture set [wsgi]api_paste_config to the file.
+
+    An override set right after the fixture's setUp outlives the defaults
+    it sets, and its conf.reset() at cleanup removes it, so each test sets
+    it again. Installed once per process.
+    """
+    from nova.tests.fixtures import conf as conf_fixture
+    cls = conf_fixture.ConfFixture
+    if getattr(cls.setUp, '_nova_fixes_api_paste', None):
+        return
+    path = api_paste_config()
+    original = cls.setUp
+
+    @functools.wraps(original)
+    def setUp(self):
+        original(self)
+        self.conf.set_override('api_paste_config', path, group='wsgi')
+
+    setUp._nova_fixes_api_paste = path
+    cls.setUp = setUp

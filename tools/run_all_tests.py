@@ -31,7 +31,10 @@ import os
 import sys
 import time
 
-from nova_fixes.cmd import recreate
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))))
+
+from tests import recreate  # noqa: E402
 
 
 def _suite(name, run):
@@ -83,12 +86,7 @@ def main():
         failed += 1
     rows = recreate.build_rows(tree, vanilla, fixed, without)
     print(recreate.format_table(rows))
-    bad = [r for r in rows if not r['ok']]
-    print('recreate report: %d scenarios as expected, %d not'
-          % (len(rows) - len(bad), len(bad)))
-    for r in bad:
-        print('  NOT AS EXPECTED %s (vanilla: %s, fixed: %s)'
-              % (r['test'], r['vanilla'], r['fixed']))
+    bad = recreate.summarize('recreate report', rows)
     passed, failed = passed + len(rows) - len(bad), failed + len(bad)
 
     if not args.skip_nova_intree:

@@ -42,13 +42,14 @@ import sys
 import tempfile
 import time
 
-from nova_fixes import activation
-from nova_fixes.cmd import recreate
-from nova_fixes.export import patch
-from nova_fixes.export import sdist
-from nova_fixes import registry
-
 TREE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, TREE)
+
+from nova_fixes import activation  # noqa: E402
+from nova_fixes.export import patch  # noqa: E402
+from nova_fixes.export import sdist  # noqa: E402
+from nova_fixes import registry  # noqa: E402
+from tests import recreate  # noqa: E402
 #: nova's own test runs use eventlet, as nova's tox py3 env does.
 NOVA_TEST_ENV = {'OS_NOVA_DISABLE_EVENTLET_PATCHING': 'False'}
 
@@ -103,12 +104,8 @@ def main():
         for row in rows:
             row['fixed'] = row['fixed'] + ' (patched)'
         print(recreate.format_table(rows))
-        bad = [r for r in rows if not r['ok']]
-        print('%s recreate report: %d scenarios as expected, %d not'
-              % (series, len(rows) - len(bad), len(bad)))
-        for r in bad:
-            print('  NOT AS EXPECTED %s (vanilla: %s, patched: %s)'
-                  % (r['test'], r['vanilla'], r['fixed']))
+        bad = recreate.summarize('%s recreate report' % series, rows,
+                                 fixed_label='patched')
         add((len(rows) - len(bad), len(bad), 0))
 
         # 4. nova's own tests on the patched tree.

@@ -50,11 +50,6 @@ def _check(args):
     return 0
 
 
-def _recreate(args):
-    from nova_fixes.cmd import recreate
-    return recreate.main(args)
-
-
 def _tree(args):
     """The nova tree to work on: --tree, or the series' released sdist."""
     from nova_fixes.export import sdist
@@ -97,25 +92,15 @@ def _verify(args):
 def parser():
     p = argparse.ArgumentParser(
         prog='nova-fixes',
-        description='Resource-leak fixes for OpenStack Nova.')
+        description='Resource-leak fixes for OpenStack Nova.',
+        epilog='The recreate report runs from a source checkout: '
+               'python -m tests.recreate (tox -e recreate).')
     sub = p.add_subparsers(dest='command', required=True)
     sub.add_parser('list', help='the fixes and what they replace'
                    ).set_defaults(func=_list)
     sub.add_parser('check', help='check that every fix can be activated '
                    'on the installed nova, patching nothing'
                    ).set_defaults(func=_check)
-    r = sub.add_parser(
-        'recreate', help='run the regression tests on vanilla nova and '
-        'with the fixes, and print which scenarios recreate their bug')
-    r.add_argument('--tree', default='.',
-                   help='the nova-fixes source tree (default: .)')
-    r.add_argument('--concurrency', type=int, default=None,
-                   help='test worker processes (default: one per CPU)')
-    r.add_argument('--json', help='also write the rows to this file')
-    r.add_argument('filter', nargs='*',
-                   help='test id regular expressions (default: all)')
-    r.set_defaults(func=_recreate)
-
     e = sub.add_parser(
         'export', help='write patches/<series> from the drop-ins (or, with '
         '--check, fail if it is stale)')

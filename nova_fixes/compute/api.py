@@ -10,23 +10,15 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Drop-ins for nova/compute/api.py, and for the servers controller's
-delete that turns their new error into an HTTP response.
-"""
+"""Drop-ins for nova/compute/api.py."""
 
 from keystoneauth1 import exceptions as ks_exc
 from oslo_log import log as logging
-from webob import exc as webob_exc
 
-from nova.api.openstack import wsgi
 from nova import exception
 from nova import objects
-from nova_fixes import activation
 
 LOG = logging.getLogger(__name__)
-
-SERVERS_DELETE = ('nova.api.openstack.compute.servers:'
-                  'ServersController.delete')
 
 
 def _attempt_delete_of_buildrequest(self, context, instance):
@@ -99,29 +91,3 @@ def _delete_allocations_or_refuse(reportclient, context, instance):
                 'the delete can be retried.', reason, instance=instance)
     raise exception.PlacementUnavailableForDelete(
         instance_uuid=instance.uuid, reason=reason)
-
-
-def _within_expected_errors():
-    """What nova's ServersController.delete runs inside its
-    expected_errors decorator (the method itself, or its response schema
-    validation around it, depending on the release).
-    """
-    return activation.original(SERVERS_DELETE).__wrapped__
-
-
-@wsgi.response(204)
-@wsgi.expected_errors((404, 409, 503))
-def servers_controller_delete(self, req, id):
-    """Replaces ServersController.delete (bug 1859496).
-
-    nova's delete lets only 404 and 409 through its expected_errors
-    decorator and turns any other exception into a 500 "Unexpected API
-    Error", so PlacementUnavailableForDelete would never reach the user as
-    the 503 it is. This runs nova's method inside its own expected_errors
-    (everything nova's method handles stays as it is) and returns that
-    exception as 503 Service Unavailable with its message.
-    """
-    try:
-        return _within_expected_errors()(self, req, id)
-    except exception.PlacementUnavailableForDelete as e:
-        raise webob_exc.HTTPServiceUnavailable(explanation=e.format_message())

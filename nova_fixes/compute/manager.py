@@ -248,6 +248,6 @@ def orphan_instances_periodic_task():
     Its spacing is [orphan_instances]poll_interval when the fixes are
     activated (0 disables it).
     """
-    spacing = CONF.orphan_instances.poll_interval or -1
     return periodic_task.periodic_task(
-        spacing=spacing, run_immediately=False)(_cleanup_orphan_instances)
+        spacing=CONF.orphan_instances.poll_interval or -1,
+        run_immediately=False)(_cleanup_orphan_instances)

@@ -16,12 +16,8 @@ from oslo_log import log as logging
 
 from nova import exception
 from nova import objects
-from nova_fixes import activation
 
 LOG = logging.getLogger(__name__)
-
-CLEANUP_BUILD_ARTIFACTS = ('nova.conductor.manager:'
-                           'ComputeTaskManager._cleanup_build_artifacts')
 
 
 def _cleanup_build_artifacts(self, context, exc, instances, build_requests,
@@ -63,8 +59,8 @@ def _cleanup_build_artifacts(self, context, exc, instances, build_requests,
     is deleted, and ``nova-manage placement audit --delete`` finds them).
     """
     never_mapped = _never_mapped(context, instances)
-    activation.original(CLEANUP_BUILD_ARTIFACTS)(
-        self, context, exc, instances, build_requests, request_specs,
+    self._error_out_build_artifacts(
+        context, exc, instances, build_requests, request_specs,
         block_device_mappings, tags, cell_mapping_cache)
     for instance in instances:
         if instance is not None and instance.uuid in never_mapped:

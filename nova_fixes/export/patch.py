@@ -221,7 +221,7 @@ def build(series, tree):
         plan = plans.plan_of(fix)
         changes = {}
         view = _View(files, changes)
-        changes.update(source.export_fix_code(fix, view))
+        changes.update(source.export_fix_code(fix, view, series))
         for module in plan.conf_modules:
             changes.update(source.export_conf_module(module, view))
         for edit in plan.test_edits:
@@ -231,8 +231,6 @@ def build(series, tree):
                 raise errors.ExportError('the nova tree already has %s'
                                          % path)
             changes[path] = plans.new_test_text(name)
-        for edit in plan.code_edits:
-            changes.update(edit(view))
         for reno in plan.renos:
             with open(os.path.join(RELEASENOTES, reno),
                       encoding='utf-8') as f:

@@ -51,10 +51,6 @@ class Plan:
     test_edits: tuple = ()
     #: The project's reno notes that become nova's.
     renos: tuple = ()
-    #: Functions (files) -> {path: text}, editing nova's code where the
-    #: drop-in cannot be exported as it is (a Target with
-    #: exported_by_plan=True).
-    code_edits: tuple = ()
     #: DEP-3 Forwarded
     forwarded: str = 'no'
 
@@ -160,55 +156,6 @@ def _add_required_keyword(text):
             'target_consumer_generation_required=True' +
             line[last.end_col_offset:])
     return ''.join(lines)
-
-
-def servers_delete_returns_503(files):
-    """ServersController.delete: PlacementUnavailableForDelete is a 503.
-
-    The drop-in wraps nova's method inside its expected_errors decorator;
-    in nova itself the change is one more expected error and one more
-    except clause in the method.
-    """
-    path = 'nova/api/openstack/compute/servers.py'
-
-    def edit(text):
-        tree = ast.parse(text)
-        cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and
-                    n.name == 'ServersController'), None)
-        func = cls and next((n for n in cls.body
-                             if isinstance(n, ast.FunctionDef) and
-                             n.name == 'delete'), None)
-        if func is None:
-            raise errors.ExportError('%s: no ServersController.delete'
-                                     % path)
-        decorator = next(
-            (d for d in func.decorator_list if isinstance(d, ast.Call) and
-             getattr(d.func, 'attr', None) == 'expected_errors'), None)
-        handlers = [n for n in func.body if isinstance(n, ast.Try)]
-        if (decorator is None or len(handlers) != 1 or
-                not isinstance(decorator.args[0], ast.Tuple)):
-            raise errors.ExportError(
-                '%s: ServersController.delete is not one try statement '
-                'under expected_errors((...))' % path)
-        codes = decorator.args[0]
-        lines = text.splitlines(True)
-        last = handlers[0].handlers[-1]
-        indent = ' ' * handlers[0].col_offset
-        clause = (
-            '%sexcept exception.PlacementUnavailableForDelete as e:\n'
-            '%s    raise exc.HTTPServiceUnavailable(\n'
-            '%s        explanation=e.format_message())\n'
-            % (indent, indent, indent))
-        lines.insert(last.end_lineno, clause)
-        row = lines[codes.end_lineno - 1]
-        end = codes.end_col_offset - 1
-        if row[end] != ')':
-            raise errors.ExportError('%s: cannot read the expected errors '
-                                     'of ServersController.delete' % path)
-        lines[codes.end_lineno - 1] = row[:end] + ', 503' + row[end:]
-        return ''.join(lines)
-
-    return _edit_python(files, path, edit)
 
 
 #: nova unit tests that delete a build request with no placement to talk
@@ -321,7 +268,6 @@ that asked for it dies before it notices, stays out of reach of both:
 nova-manage placement audit --delete finds it (see the release note).""",
         trailers=('Closes-Bug: #1859496', 'Related-Bug: #1783613'),
         updated='2026-11-30',
-        code_edits=(servers_delete_returns_503,),
         test_edits=(build_request_tests_mock_placement,),
         new_tests=(('nova/tests/functional/regressions/test_bug_1859496.py',
                     'test_bug_1859496.py'),),

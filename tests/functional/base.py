@@ -41,9 +41,9 @@ CONF = nova.conf.CONF
 # The options exist in every mode, so that a test can set them on vanilla
 # nova too (where nothing reads them).
 fixes_conf.register_opts(CONF)
-#: Starts the message of every leak assertion, so that the recreate report
-#: tells a test that recreated its bug from one that broke another way.
-LEAK = 'LEAK: '
+common.install_api_paste_config()
+#: The leak assertions' marker (see tests.common.LEAK).
+LEAK = common.LEAK
 
 # Migration statuses after which a migration holds no allocations (nova's
 # migration_get_in_progress_by_host_and_node leaves out the same ones).
@@ -94,10 +94,6 @@ class NovaFixesTestMixin(object):
     recreates = True
 
     def setUp(self):
-        # An override outlives the defaults nova's ConfFixture sets in
-        # super().setUp(), and its reset() at cleanup removes it.
-        CONF.set_override('api_paste_config', common.api_paste_config(),
-                          group='wsgi')
         if common.mode() == 'dropin':
             self.useFixture(nova_fixes_fixture.NovaFixes())
         elif common.mode() == 'patched':

@@ -184,29 +184,6 @@ def import_selection():
             for module in sorted({_split(e)[0] for e in SELECTION})}
 
 
-def install_api_paste_config():
-    """Make every nova ConfFixture set [wsgi]api_paste_config to the file.
-
-    An override set right after the fixture's setUp outlives the defaults
-    it sets, and its conf.reset() at cleanup removes it, so each test sets
-    it again. Installed once per process.
-    """
-    from nova.tests.fixtures import conf as conf_fixture
-    cls = conf_fixture.ConfFixture
-    if getattr(cls.setUp, '_nova_fixes_api_paste', None):
-        return
-    path = common.api_paste_config()
-    original = cls.setUp
-
-    @functools.wraps(original)
-    def setUp(self):
-        original(self)
-        self.conf.set_override('api_paste_config', path, group='wsgi')
-
-    setUp._nova_fixes_api_paste = path
-    cls.setUp = setUp
-
-
 def _is_flip(tb):
     """Whether a traceback is the FIXME assertion of test_bug_1848343.
 
@@ -290,4 +267,4 @@ def load_tests(loader, standard_tests, pattern):
 _MODULES = import_selection()
 if common.mode() == 'dropin':
     nova_fixes.activate()
-install_api_paste_config()
+common.install_api_paste_config()

@@ -25,13 +25,18 @@ from nova_fixes import registry
 ALL = [fix.bug for fix in registry.FIXES]
 
 
+def _targets(fix):
+    return registry.targets_of(fix, activation.series_of(
+        activation.nova_version()))
+
+
 def _snapshot():
     """The raw __dict__ entry behind every target (or a marker), and the
     periodic tasks of their owners.
     """
     state = {}
     for fix in registry.FIXES:
-        for target in fix.targets:
+        for target in _targets(fix):
             owner, name = activation._resolve(target.path)
             state[target.path] = vars(owner).get(name, 'MISSING')
             if target.periodic:
@@ -52,7 +57,7 @@ class ActivationTestCase(testtools.TestCase):
         self.assertEqual(ALL, nova_fixes.activate())
         after = _snapshot()
         for fix in registry.FIXES:
-            for target in fix.targets:
+            for target in _targets(fix):
                 if target.periodic:
                     owner, name = activation._resolve(target.path)
                     self.assertIn(name, dict(owner._periodic_tasks))
@@ -144,14 +149,39 @@ class ActivationTestCase(testtools.TestCase):
                                 nova_fixes.activate, [1])
         self.assertIn('no fix for bug 1', str(exc))
 
-    def test_original_while_active_and_not(self):
+    def test_originals_are_bound_by_their_patch_names_while_active(self):
+        from nova.conductor.tasks import migrate
         from nova.scheduler.client import report
-        path = ('nova.scheduler.client.report:'
-                'SchedulerReportClient.move_allocations')
-        before = vars(report.SchedulerReportClient)['move_allocations']
-        self.assertIs(before, activation.original(path))
+
+        from nova_fixes.conductor.tasks import migrate as dropin_migrate
+        client = report.SchedulerReportClient
+        before = vars(client)['move_allocations']
+        revert = migrate.revert_allocation_for_migration
         nova_fixes.activate()
-        self.assertIs(before, activation.original(path))
+        # A method's original on nova's class, as self._name finds it.
+        self.assertIs(before,
+                      vars(client)['_move_allocations_to_any_consumer'])
+        # A module-level function's original in nova's module and in the
+        # drop-in's, whose code calls it by its bare name.
+        self.assertIs(revert, migrate._move_allocations_back_to_instance)
+        self.assertIs(revert,
+                      dropin_migrate._move_allocations_back_to_instance)
+        nova_fixes.deactivate()
+        self.assertNotIn('_move_allocations_to_any_consumer', vars(client))
+        self.assertFalse(hasattr(migrate,
+                                 '_move_allocations_back_to_instance'))
+        self.assertIsNone(dropin_migrate._move_allocations_back_to_instance)
+
+    def test_original_name_taken_in_nova_refuses(self):
+        from nova.scheduler.client import report
+        report.SchedulerReportClient._move_allocations_to_any_consumer = 1
+        self.addCleanup(delattr, report.SchedulerReportClient,
+                        '_move_allocations_to_any_consumer')
+        exc = self.assertRaises(nova_fixes.TargetMismatch,
+                                nova_fixes.activate)
+        self.assertIn('nova already has _move_allocations_to_any_consumer',
+                      str(exc))
+        self.assertEqual(self.before, _snapshot())
 
 
 class SeriesTestCase(testtools.TestCase):

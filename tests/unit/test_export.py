@@ -13,7 +13,6 @@
 """The exporter: drop-ins into nova source edits, and patch files."""
 
 import os
-import sys
 import textwrap
 
 import fixtures
@@ -43,6 +42,11 @@ NOVA_MODULE = textwrap.dedent('''\
         return 1
 
 
+    def revert(context, migration):
+        """Revert as nova does."""
+        return migration
+
+
     class Client(object):
 
         def move(self, context, source_uuid, target_uuid):
@@ -61,12 +65,11 @@ DROPIN_MODULE = textwrap.dedent('''\
     from oslo_log import log as logging
 
     from nova import exception
-    from nova import fake
-    from nova_fixes import activation
+    from nova.fake import helper_of_nova
 
     LOG = logging.getLogger(__name__)
-    MOVE = 'nova.fake:Client.move'
     THRESHOLD = 3
+    _revert_as_nova_does = None
 
 
     def move(self, context, source_uuid, target_uuid, required=False):
@@ -76,12 +79,20 @@ DROPIN_MODULE = textwrap.dedent('''\
         """
         if required:
             return _check(self, time.time())
-        return activation.original(MOVE)(
-            self, context, source_uuid, target_uuid)
+        return self._move_anywhere(
+            context, source_uuid, target_uuid)
 
 
     def _check(client, now):
-        return now > THRESHOLD and fake.helper_of_nova()
+        return now > THRESHOLD and helper_of_nova()
+
+
+    def revert(context, migration):
+        """Replaces revert (bug 1).
+
+        Revert unless deleted.
+        """
+        return _revert_as_nova_does(context, migration)
 
 
     def keep(self):
@@ -102,18 +113,15 @@ DROPIN_MODULE = textwrap.dedent('''\
 
 
 class _Fixture(fixtures.Fixture):
-    """A drop-in package on sys.path, and a nova tree on disk."""
+    """nova_fixes.fake: a drop-in module the exporter reads."""
 
     def _setUp(self):
         self.root = self.useFixture(fixtures.TempDir()).path
-        pkg = os.path.join(self.root, 'fakefixes')
-        os.makedirs(pkg)
-        for name, text in (('__init__.py', ''), ('fake.py', DROPIN_MODULE)):
-            with open(os.path.join(pkg, name), 'w') as f:
-                f.write(text)
+        self.path = os.path.join(self.root, 'fake.py')
+        with open(self.path, 'w') as f:
+            f.write(DROPIN_MODULE)
         self.useFixture(fixtures.MonkeyPatch(
-            'sys.path', [self.root] + sys.path))
-        self.addCleanup(sys.modules.pop, 'fakefixes', None)
+            'nova_fixes.export.source.PACKAGE_DIR', self.root))
 
 
 def _fix(*targets):
@@ -125,16 +133,16 @@ class ExportSourceTestCase(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.useFixture(_Fixture())
+        self.dropins = self.useFixture(_Fixture())
         self.files = {'nova/fake.py': NOVA_MODULE}
 
     def _export(self, *targets):
-        return source.export_fix_code(_fix(*targets), self.files)[
+        return source.export_fix_code(_fix(*targets), self.files, '2026.2')[
             'nova/fake.py']
 
     def test_delegating_drop_in_keeps_the_original_under_a_new_name(self):
         text = self._export(registry.Target(
-            'nova.fake:Client.move', 'fakefixes.fake:move',
+            'nova.fake:Client.move', 'nova_fixes.fake:move',
             original_as='_move_anywhere'))
         self.assertIn('    def _move_anywhere(self, context, source_uuid, '
                       'target_uuid):\n        """Move allocations."""',
@@ -142,33 +150,57 @@ class ExportSourceTestCase(testtools.TestCase):
         self.assertIn('    def move(self, context, source_uuid, target_uuid, '
                       'required=False):', text)
         self.assertIn('return self._move_anywhere(\n', text)
-        self.assertNotIn('activation', text)
         # The provenance sentence is dropped from the docstring.
         self.assertIn('"""Move allocations, maybe requiring the target.',
                       text)
         self.assertNotIn('Replaces', text)
-        # The helper it uses is module level, before the class; the name
-        # of this very module loses its prefix; the constant it uses
-        # comes along, the registry path does not.
+        # The helper it uses is module level, before the class; a name of
+        # this very module needs no import; the constant it uses comes
+        # along.
         self.assertLess(text.index('def _check(client, now)'),
                         text.index('class Client'))
         self.assertIn('return now > THRESHOLD and helper_of_nova()', text)
         self.assertIn('THRESHOLD = 3', text)
-        self.assertNotIn('MOVE =', text)
+        self.assertNotIn('_revert_as_nova_does', text)
         # time is added among the standard library imports.
         self.assertIn('import collections\nimport time\n', text)
         compile(text, 'fake.py', 'exec')
 
+    def test_module_level_delegating_drop_in(self):
+        text = self._export(registry.Target(
+            'nova.fake:revert', 'nova_fixes.fake:revert',
+            original_as='_revert_as_nova_does'))
+        self.assertIn(
+            'def revert(context, migration):\n    """Revert unless deleted.'
+            '\n    """\n    return _revert_as_nova_does(context, migration)'
+            '\n\n\ndef _revert_as_nova_does(context, migration):\n'
+            '    """Revert as nova does."""', text)
+        # The placeholder the drop-in module binds the original to is not
+        # exported.
+        self.assertNotIn('_revert_as_nova_does = None', text)
+        compile(text, 'fake.py', 'exec')
+
+    def test_drop_in_naming_the_nova_module_itself_is_refused(self):
+        with open(self.dropins.path, 'a') as f:
+            f.write('\n\nfrom nova import fake  # noqa\n\n\n'
+                    'def other_new(context):\n    return fake.x\n')
+        e = self.assertRaises(errors.ExportError, self._export,
+                              registry.Target('nova.fake:other_new',
+                                              'nova_fixes.fake:other_new',
+                                              new=True))
+        self.assertIn("uses fake (nova.fake); in nova.fake it must use "
+                      "nova's own names", str(e))
+
     def test_replacing_drop_in_replaces_the_function(self):
         text = self._export(registry.Target(
-            'nova.fake:Client.keep', 'fakefixes.fake:keep'))
+            'nova.fake:Client.keep', 'nova_fixes.fake:keep'))
         self.assertIn('    def keep(self):\n        """Keep nothing.', text)
         self.assertNotIn('return None', text)
         self.assertEqual(1, text.count('def keep('))
 
     def test_new_function_is_appended(self):
         text = self._export(registry.Target(
-            'nova.fake:brand_new', 'fakefixes.fake:brand_new', new=True))
+            'nova.fake:brand_new', 'nova_fixes.fake:brand_new', new=True))
         self.assertTrue(text.endswith(
             'def brand_new(context):\n    """Something new.\n    """\n'
             '    return LOG\n'))
@@ -176,7 +208,7 @@ class ExportSourceTestCase(testtools.TestCase):
     def test_new_target_that_nova_has_is_refused(self):
         e = self.assertRaises(errors.ExportError, self._export,
                               registry.Target('nova.fake:Client.keep',
-                                              'fakefixes.fake:keep',
+                                              'nova_fixes.fake:keep',
                                               new=True))
         self.assertIn('already defines Client.keep', str(e))
 
@@ -185,19 +217,18 @@ class ExportSourceTestCase(testtools.TestCase):
                                                          'def kept')
         e = self.assertRaises(errors.ExportError, self._export,
                               registry.Target('nova.fake:Client.keep',
-                                              'fakefixes.fake:keep'))
+                                              'nova_fixes.fake:keep'))
         self.assertIn('defines no Client.keep', str(e))
 
     def test_lines_too_long_for_nova_are_refused(self):
         # 76 columns in the drop-in module, 80 as a method in nova.
-        with open(os.path.join(sys.path[0], 'fakefixes', 'fake.py'),
-                  'a') as f:
+        with open(self.dropins.path, 'a') as f:
             f.write('\n\ndef long_one(self):\n    return "%s"\n' % ('y' * 63))
         e = self.assertRaises(errors.ExportError, self._export,
                               registry.Target('nova.fake:Client.long_one',
-                                              'fakefixes.fake:long_one',
+                                              'nova_fixes.fake:long_one',
                                               new=True))
-        self.assertIn('line 27 of nova/fake.py would be 80 columns long',
+        self.assertIn('line 32 of nova/fake.py would be 80 columns long',
                       str(e))
 
 
@@ -205,13 +236,12 @@ class PeriodicExportTestCase(testtools.TestCase):
 
     def test_the_real_orphan_task_becomes_a_decorated_method(self):
         dropin = source.DropIn('nova_fixes.compute.manager')
-        name, decorator = dropin.periodic_parts(
-            'orphan_instances_periodic_task')
-        self.assertEqual('_cleanup_orphan_instances', name)
+        node, decorator = dropin.periodic('orphan_instances_periodic_task')
+        self.assertEqual('_cleanup_orphan_instances', node.name)
         self.assertEqual(
             '@periodic_task.periodic_task(\n'
             '    spacing=CONF.orphan_instances.poll_interval or -1,\n'
-            '    run_immediately=False)', decorator)
+            '    run_immediately=False)\n', decorator)
 
 
 class NovaTestEditsTestCase(testtools.TestCase):

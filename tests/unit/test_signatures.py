@@ -29,12 +29,14 @@ ADDED = {
 class SignatureTestCase(testtools.TestCase):
 
     def test_replacements_keep_nova_signatures(self):
+        series = activation.series_of(activation.nova_version())
         for fix in registry.FIXES:
-            for target in fix.targets:
+            for target in registry.targets_of(fix, series):
                 if target.new:
                     continue
+                owner, name = activation._resolve(target.path)
                 original = inspect.signature(
-                    inspect.unwrap(activation.original(target.path)))
+                    inspect.unwrap(getattr(owner, name)))
                 new = inspect.signature(
                     inspect.unwrap(activation._replacement(target)))
                 added = ADDED.get(target.path, {})

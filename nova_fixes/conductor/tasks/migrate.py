@@ -17,12 +17,12 @@ from oslo_log import log as logging
 from nova.compute import utils as compute_utils
 from nova import exception
 from nova.scheduler.client import report
-from nova_fixes import activation
 
 LOG = logging.getLogger(__name__)
 
-REVERT_ALLOCATION = ('nova.conductor.tasks.migrate:'
-                     'revert_allocation_for_migration')
+#: nova's own revert_allocation_for_migration, by the name the patch gives
+#: it (Target.original_as): activation binds it here and in nova's module.
+_move_allocations_back_to_instance = None
 
 
 def revert_allocation_for_migration(context, source_cn, instance, migration):
@@ -53,7 +53,7 @@ def revert_allocation_for_migration(context, source_cn, instance, migration):
                             'migration')
         return
 
-    activation.original(REVERT_ALLOCATION)(
+    _move_allocations_back_to_instance(
         context, source_cn, instance, migration)
 
     if compute_utils.is_instance_deleted(context, instance.uuid):

@@ -19,12 +19,8 @@ from nova.scheduler.client.report import CONSUMER_GENERATION_VERSION
 from nova.scheduler.client.report import retries
 from nova.scheduler.client.report import Retry
 from nova.scheduler.client.report import safe_connect
-from nova_fixes import activation
 
 LOG = logging.getLogger(__name__)
-
-MOVE_ALLOCATIONS = ('nova.scheduler.client.report:'
-                    'SchedulerReportClient.move_allocations')
 
 
 def move_allocations(self, context, source_consumer_uuid,
@@ -51,8 +47,8 @@ def move_allocations(self, context, source_consumer_uuid,
     if target_consumer_generation_required:
         return self._move_allocations_to_existing_consumer(
             context, source_consumer_uuid, target_consumer_uuid)
-    return activation.original(MOVE_ALLOCATIONS)(
-        self, context, source_consumer_uuid, target_consumer_uuid)
+    return self._move_allocations_to_any_consumer(
+        context, source_consumer_uuid, target_consumer_uuid)
 
 
 @safe_connect

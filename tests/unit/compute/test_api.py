@@ -10,19 +10,13 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-import inspect
 from unittest import mock
 
-import fixtures
 from keystoneauth1 import exceptions as ks_exc
-from nova.api.openstack import api_version_request
-from nova.api.openstack.compute import servers
 from nova import exception
 from nova import objects
 import testtools
-import webob
 
-from nova_fixes import activation
 from nova_fixes.compute import api
 from nova_fixes import exception as fixes_exception
 from nova_fixes import fixture
@@ -120,74 +114,3 @@ class AttemptDeleteOfBuildRequestTestCase(testtools.TestCase):
         self.delete.side_effect = ValueError('bug')
         self.assertRaises(ValueError, self._attempt)
         get_br.return_value.destroy.assert_not_called()
-
-
-class _Request(object):
-    def __init__(self, version='2.1'):
-        self.api_version_request = api_version_request.APIVersionRequest(
-            version)
-
-
-class ServersControllerDeleteTestCase(testtools.TestCase):
-
-    def setUp(self):
-        super(ServersControllerDeleteTestCase, self).setUp()
-        # What activation adds to nova.exception, without activating: the
-        # controller's original must stay in place for these tests.
-        self.useFixture(fixtures.MockPatchObject(
-            exception, 'PlacementUnavailableForDelete',
-            fixes_exception.PlacementUnavailableForDelete, create=True))
-
-    def _delete_raising(self, exc):
-        inner = mock.Mock(side_effect=exc)
-        with mock.patch.object(api, '_within_expected_errors',
-                               return_value=inner):
-            try:
-                api.servers_controller_delete(mock.sentinel.controller,
-                                              _Request(), UUID)
-            finally:
-                inner.assert_called_once_with(mock.sentinel.controller,
-                                              mock.ANY, UUID)
-
-    def test_runs_what_nova_expected_errors_wraps(self):
-        nova_delete = activation.original(api.SERVERS_DELETE)
-        self.assertIs(nova_delete, vars(servers.ServersController)['delete'])
-        inner = api._within_expected_errors()
-        self.assertIsNot(nova_delete, inner)
-        # nova's method itself, or its response schema validation around it
-        self.assertIs(inspect.unwrap(nova_delete), inspect.unwrap(inner))
-        self.assertEqual(
-            inspect.signature(inspect.unwrap(nova_delete)),
-            inspect.signature(inspect.unwrap(api.servers_controller_delete)))
-
-    def test_success(self):
-        inner = mock.Mock(return_value=None)
-        with mock.patch.object(api, '_within_expected_errors',
-                               return_value=inner):
-            self.assertIsNone(api.servers_controller_delete(
-                mock.sentinel.controller, _Request(), UUID))
-        codes = getattr(api.servers_controller_delete, 'wsgi_codes', None)
-        if codes is not None:
-            self.assertEqual(204, codes(_Request()))
-        else:
-            self.assertEqual(204, api.servers_controller_delete.wsgi_code)
-
-    def test_placement_unavailable_is_a_503(self):
-        exc = fixes_exception.PlacementUnavailableForDelete(
-            instance_uuid=UUID, reason='placement could not be reached')
-        raised = self.assertRaises(webob.exc.HTTPServiceUnavailable,
-                                   self._delete_raising, exc)
-        self.assertEqual(exc.format_message(), raised.explanation)
-
-    def test_nova_responses_are_kept(self):
-        self.assertRaises(webob.exc.HTTPNotFound, self._delete_raising,
-                          webob.exc.HTTPNotFound())
-        self.assertRaises(webob.exc.HTTPConflict, self._delete_raising,
-                          webob.exc.HTTPConflict())
-
-    @mock.patch('nova.version.support_string', return_value='')
-    def test_unexpected_errors_are_still_a_500(self, support_string):
-        raised = self.assertRaises(
-            webob.exc.HTTPInternalServerError, self._delete_raising,
-            exception.NovaException('boom'))
-        self.assertIn('Unexpected API Error', raised.explanation)

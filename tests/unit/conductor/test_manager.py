@@ -24,13 +24,14 @@ def _mapping(uuid, cell):
 
 
 @mock.patch('nova.objects.InstanceMappingList.get_by_instance_uuids')
-@mock.patch('nova_fixes.activation.original')
 class CleanupBuildArtifactsTestCase(testtools.TestCase):
 
     def setUp(self):
         super(CleanupBuildArtifactsTestCase, self).setUp()
         objects.register_all()
         self.conductor = mock.Mock()
+        # nova's original, by the name the drop-in calls it.
+        self.original = self.conductor._error_out_build_artifacts
         client = self.conductor.report_client
         self.delete = client.delete_allocation_for_instance
         self.delete.return_value = True
@@ -51,17 +52,14 @@ class CleanupBuildArtifactsTestCase(testtools.TestCase):
     def _deleted(self):
         return [c.args[1] for c in self.delete.call_args_list]
 
-    def test_runs_nova_original_with_the_same_arguments(self, original,
-                                                       mappings):
+    def test_runs_nova_original_with_the_same_arguments(self, mappings):
         instances = self._instances('a')
         mappings.return_value = [_mapping('a', None)]
         self._cleanup(instances)
-        original.assert_called_once_with(manager.CLEANUP_BUILD_ARTIFACTS)
-        original.return_value.assert_called_once_with(
-            self.conductor, self.context, self.exc, instances, *self.args)
+        self.original.assert_called_once_with(
+            self.context, self.exc, instances, *self.args)
 
-    def test_quota_recheck_failure_deletes_every_claim(self, original,
-                                                       mappings):
+    def test_quota_recheck_failure_deletes_every_claim(self, mappings):
         """Nothing was handed to a compute: no instance is mapped."""
         mappings.return_value = [_mapping('a', None), _mapping('b', None)]
         self._cleanup(self._instances('a', None, 'b'))
@@ -71,8 +69,7 @@ class CleanupBuildArtifactsTestCase(testtools.TestCase):
             self.assertEqual(self.context, call.args[0])
             self.assertEqual({'force': True}, call.kwargs)
 
-    def test_instances_handed_to_a_compute_keep_their_claim(self, original,
-                                                            mappings):
+    def test_instances_handed_to_a_compute_keep_their_claim(self, mappings):
         """The mapping failed for b: a was cast to its compute (mapped to
         its cell), c was not reached.
         """
@@ -82,44 +79,42 @@ class CleanupBuildArtifactsTestCase(testtools.TestCase):
         self._cleanup(self._instances('a', 'b', 'c'))
         self.assertEqual(['b', 'c'], self._deleted())
 
-    def test_mappings_are_read_before_the_original_maps_them(self, original,
-                                                             mappings):
+    def test_mappings_are_read_before_the_original_maps_them(self, mappings):
         order = []
         mappings.side_effect = lambda *a: order.append('read') or [
             _mapping('a', None)]
-        original.return_value.side_effect = lambda *a: order.append('nova')
+        self.original.side_effect = lambda *a: order.append('nova')
         self.delete.side_effect = lambda *a, **k: order.append('delete')
         self._cleanup(self._instances('a'))
         self.assertEqual(['read', 'nova', 'delete'], order)
 
-    def test_no_instance_nothing_read(self, original, mappings):
+    def test_no_instance_nothing_read(self, mappings):
         self._cleanup(self._instances(None, None))
         mappings.assert_not_called()
-        original.return_value.assert_called_once()
+        self.original.assert_called_once()
         self.delete.assert_not_called()
 
-    def test_unknown_mapping_keeps_the_claim(self, original, mappings):
+    def test_unknown_mapping_keeps_the_claim(self, mappings):
         mappings.return_value = [_mapping('a', None)]
         self._cleanup(self._instances('a', 'b'))
         self.assertEqual(['a'], self._deleted())
 
-    def test_failed_lookup_keeps_every_claim_and_runs_nova(self, original,
-                                                           mappings):
+    def test_failed_lookup_keeps_every_claim_and_runs_nova(self, mappings):
         mappings.side_effect = exception.NovaException('db down')
         with mock.patch.object(manager, 'LOG') as log:
             self._cleanup(self._instances('a'))
         log.exception.assert_called_once()
-        original.return_value.assert_called_once()
+        self.original.assert_called_once()
         self.delete.assert_not_called()
 
-    def test_original_failure_deletes_nothing(self, original, mappings):
+    def test_original_failure_deletes_nothing(self, mappings):
         mappings.return_value = [_mapping('a', None)]
-        original.return_value.side_effect = exception.NovaException('boom')
+        self.original.side_effect = exception.NovaException('boom')
         self.assertRaises(exception.NovaException, self._cleanup,
                           self._instances('a'))
         self.delete.assert_not_called()
 
-    def test_delete_failures_are_logged_not_raised(self, original, mappings):
+    def test_delete_failures_are_logged_not_raised(self, mappings):
         mappings.return_value = [_mapping(u, None) for u in 'abcd']
         self.delete.side_effect = [
             exception.AllocationDeleteFailed(consumer_uuid='a', error='500'),
@@ -137,7 +132,7 @@ class CleanupBuildArtifactsTestCase(testtools.TestCase):
         self.assertEqual('unexpected', reasons[2])
         log.info.assert_not_called()
 
-    def test_deleted_claim_is_logged(self, original, mappings):
+    def test_deleted_claim_is_logged(self, mappings):
         mappings.return_value = [_mapping('a', None)]
         instance = self._instances('a')
         with mock.patch.object(manager, 'LOG') as log:

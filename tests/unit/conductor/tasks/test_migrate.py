@@ -19,7 +19,7 @@ from nova_fixes.conductor.tasks import migrate
 
 
 @mock.patch('nova.scheduler.client.report.report_client_singleton')
-@mock.patch('nova_fixes.activation.original')
+@mock.patch.object(migrate, '_move_allocations_back_to_instance')
 @mock.patch('nova.compute.utils.is_instance_deleted', create=True)
 class RevertAllocationForMigrationTestCase(testtools.TestCase):
 
@@ -38,8 +38,7 @@ class RevertAllocationForMigrationTestCase(testtools.TestCase):
                                               client):
         deleted.return_value = False
         self._revert()
-        original.assert_called_once_with(migrate.REVERT_ALLOCATION)
-        original.return_value.assert_called_once_with(
+        original.assert_called_once_with(
             self.context, self.source_cn, self.instance, self.migration)
         self.assertEqual(2, deleted.call_count)
         client.return_value.delete_allocation_for_instance.assert_not_called()
@@ -47,7 +46,7 @@ class RevertAllocationForMigrationTestCase(testtools.TestCase):
     def test_deleted_before_the_revert(self, deleted, original, client):
         deleted.return_value = True
         self._revert()
-        original.return_value.assert_not_called()
+        original.assert_not_called()
         delete = client.return_value.delete_allocation_for_instance
         delete.assert_called_once_with(
             self.context, 'migration-uuid', consumer_type='migration',
@@ -56,7 +55,7 @@ class RevertAllocationForMigrationTestCase(testtools.TestCase):
     def test_deleted_during_the_revert(self, deleted, original, client):
         deleted.side_effect = [False, True]
         self._revert()
-        original.return_value.assert_called_once()
+        original.assert_called_once()
         delete = client.return_value.delete_allocation_for_instance
         delete.assert_called_once_with(
             self.context, 'instance-uuid', consumer_type='instance',

@@ -59,11 +59,10 @@ class MoveAllocationsTestCase(testtools.TestCase):
             target_consumer_generation_required=required)
 
     def test_not_required_runs_nova_original(self):
-        with mock.patch('nova_fixes.activation.original') as original:
-            result = self._move(required=False)
-        original.return_value.assert_called_once_with(
-            self.client, self.context, SOURCE, TARGET)
-        self.assertIs(original.return_value.return_value, result)
+        result = self._move(required=False)
+        original = self.client._move_allocations_to_any_consumer
+        original.assert_called_once_with(self.context, SOURCE, TARGET)
+        self.assertIs(original.return_value, result)
 
     def test_target_gone_removes_source_and_raises(self):
         self.client._put_allocations.return_value = _response(204)

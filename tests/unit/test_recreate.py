@@ -13,11 +13,9 @@
 import io
 from unittest import mock
 
-import fixtures
 import testtools
 
-from nova_fixes.cmd import main
-from nova_fixes.cmd import recreate
+from tests import recreate
 
 LEAK_TB = 'AssertionError: LEAK: allocations left for the deleted server'
 OTHER_TB = 'TypeError: something else broke'
@@ -126,22 +124,25 @@ class BuildRowsTestCase(testtools.TestCase):
                           'RECREATED', 'PASS'], table[2].split())
 
 
-class MainTestCase(testtools.TestCase):
+class SummarizeTestCase(testtools.TestCase):
 
-    def setUp(self):
-        super(MainTestCase, self).setUp()
-        self.stderr = io.StringIO()
-        self.useFixture(fixtures.MockPatch('sys.stderr', self.stderr))
+    def test_one_line_per_scenario_not_as_expected(self):
+        rows = [{'test': DELETED, 'vanilla': 'RECREATED', 'fixed': 'PASS',
+                 'ok': True},
+                {'test': LIVE, 'vanilla': 'FAILS', 'fixed': 'PASS',
+                 'ok': False}]
+        out = io.StringIO()
+        with mock.patch('sys.stdout', out):
+            bad = recreate.summarize('report', rows, fixed_label='patched')
+        self.assertEqual([rows[1]], bad)
+        self.assertEqual(
+            ['report: 1 scenarios as expected, 1 not',
+             '  NOT AS EXPECTED %s (vanilla: FAILS, patched: PASS)' % LIVE],
+            out.getvalue().splitlines())
 
-    def test_check(self):
-        self.assertEqual(0, main.main(['check']), self.stderr.getvalue())
-
-    def test_check_refuses_an_unsupported_nova(self):
-        with mock.patch('nova_fixes.activation.nova_version',
-                        return_value='27.0.0'):
-            self.assertEqual(2, main.main(['check']))
-        self.assertIn('nova-fixes: nova 27.0.0 is not supported',
-                      self.stderr.getvalue())
-
-    def test_list(self):
-        self.assertEqual(0, main.main(['list']))
+    def test_test_ids_map_to_their_fix(self):
+        self.assertEqual(1848343, recreate.bug_of_test(DELETED))
+        self.assertEqual('orphans', recreate.bug_of_test(ORPHAN))
+        self.assertEqual(('f35930eef8', 'nova 21.0.0'),
+                         recreate.fixed_upstream(FIXED_BUG))
+        self.assertIsNone(recreate.fixed_upstream(DELETED))

@@ -17,10 +17,13 @@ with its leak assertion (it recreates the bug) and pass with the fix; a
 no-regression case (a test class with recreates = False) must pass on
 both. The report runs the functional suite once per mode, in parallel
 worker processes through stestr, and prints one row per scenario.
+
+Run from the source tree: ``python -m tests.recreate`` (``tox -e
+recreate``); tools/run_all_tests.py and tools/run_series.py use the same
+functions. This is test harness, not part of the installed nova_fixes.
 """
 
 import importlib
-import json
 import os
 import re
 import subprocess
@@ -31,8 +34,8 @@ import subunit
 import testtools
 
 from nova_fixes import registry
+from tests import common
 
-LEAK_MARKER = 'LEAK: '
 FIXED_MODE = 'dropin'
 
 
@@ -49,7 +52,7 @@ class Outcome(object):
 
     @property
     def recreated(self):
-        return self.status == 'fail' and LEAK_MARKER in self.traceback
+        return self.status == 'fail' and common.LEAK in self.traceback
 
 
 def run_suite(tree, mode, test_path='tests/functional', concurrency=None,
@@ -120,6 +123,34 @@ def count(name, results):
     return passed, len(failed), len(skipped)
 
 
+def _module_of(test_id):
+    """The functional test module of a test id (tests.functional.<m>...)."""
+    return test_id.split('.')[2] if test_id.count('.') >= 2 else ''
+
+
+def fixed_upstream(test_id):
+    """(commit, release) if the test's module is of a bug nova fixed."""
+    return registry.FIXED_UPSTREAM.get(_module_of(test_id))
+
+
+def fix_of_test(test_id):
+    """The fix a functional test id belongs to, by its module name."""
+    module = _module_of(test_id)
+    for fix in registry.FIXES:
+        if fix.test_module and module.startswith(fix.test_module):
+            return fix
+    return None
+
+
+def bug_of_test(test_id):
+    """The bug id a functional test id is about, by its module name."""
+    fix = fix_of_test(test_id)
+    if fix is not None:
+        return fix.bug
+    match = re.search(r'\.test_bug_(\d+)', test_id)
+    return int(match.group(1)) if match else None
+
+
 def _recreates(test_id, tree):
     """The test class's recreates attribute (default True)."""
     module_name, class_name = test_id.rsplit('.', 2)[:2]
@@ -133,7 +164,7 @@ def fixed_upstream_filters(test_ids):
     """{commit: [test id regex]} for the tests of bugs fixed upstream."""
     by_commit = {}
     for test_id in test_ids:
-        upstream = registry.fixed_upstream(test_id)
+        upstream = fixed_upstream(test_id)
         if upstream:
             commit = upstream[0]
             by_commit.setdefault(commit, []).append(
@@ -161,8 +192,8 @@ def build_rows(tree, vanilla, fixed, without=None):
     without = without or {}
     rows = []
     for test_id in sorted(set(vanilla) | set(fixed)):
-        fix = registry.fix_of_test(test_id)
-        bug = registry.bug_of_test(test_id)
+        fix = fix_of_test(test_id)
+        bug = bug_of_test(test_id)
         recreates = _recreates(test_id, tree)
         van = vanilla.get(test_id)
         fxd = fixed.get(test_id)
@@ -171,10 +202,10 @@ def build_rows(tree, vanilla, fixed, without=None):
             # Tests of what the fix adds (a task vanilla nova has not got).
             vanilla_text = 'n/a (tests the fix itself)'
             vanilla_ok = True
-        elif recreates and registry.fixed_upstream(test_id):
+        elif recreates and fixed_upstream(test_id):
             # nova has fixed it: the test must catch the bug on a nova with
             # the fixing commit taken out.
-            commit, release = registry.fixed_upstream(test_id)
+            commit, release = fixed_upstream(test_id)
             wo = without.get(test_id)
             vanilla_text = '%s (fixed by %s, %s); without %s: %s' % (
                 'RECREATED' if van and van.recreated else 'not recreated',
@@ -215,25 +246,14 @@ def format_table(rows):
     return '\n'.join(out)
 
 
-def main(args):
-    tree = os.path.abspath(args.tree)
-
-    vanilla = run_suite(tree, 'vanilla', concurrency=args.concurrency,
-                        filters=args.filter, progress=print_progress)
-    fixed = run_suite(tree, FIXED_MODE, concurrency=args.concurrency,
-                      filters=args.filter, progress=print_progress)
-    without = run_without_upstream_fixes(
-        tree, fixed, concurrency=args.concurrency, progress=print_progress)
-    rows = build_rows(tree, vanilla, fixed, without)
-    print(format_table(rows))
+def summarize(title, rows, fixed_label='fixed'):
+    """Print the count of the scenarios as expected, and each one that is
+    not; returns the rows that are not.
+    """
     bad = [r for r in rows if not r['ok']]
-    print('\n%d scenarios: %d as expected, %d not' % (
-        len(rows), len(rows) - len(bad), len(bad)))
+    print('%s: %d scenarios as expected, %d not'
+          % (title, len(rows) - len(bad), len(bad)))
     for r in bad:
-        print('NOT AS EXPECTED: %s (vanilla: %s, fixed: %s)' % (
-            r['test'], r['vanilla'], r['fixed']))
-    if args.json:
-        with open(args.json, 'w') as f:
-            json.dump({'rows': rows, 'passed': len(rows) - len(bad),
-                       'failed': len(bad)}, f, indent=2)
-    return 1 if bad else 0
+        print('  NOT AS EXPECTED %s (vanilla: %s, %s: %s)'
+              % (r['test'], r['vanilla'], fixed_label, r['fixed']))
+    return bad

@@ -1,0 +1,40 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+import io
+from unittest import mock
+
+import fixtures
+import testtools
+
+from nova_fixes.cmd import main
+
+
+class MainTestCase(testtools.TestCase):
+
+    def setUp(self):
+        super(MainTestCase, self).setUp()
+        self.stderr = io.StringIO()
+        self.useFixture(fixtures.MockPatch('sys.stderr', self.stderr))
+
+    def test_check(self):
+        self.assertEqual(0, main.main(['check']), self.stderr.getvalue())
+
+    def test_check_refuses_an_unsupported_nova(self):
+        with mock.patch('nova_fixes.activation.nova_version',
+                        return_value='27.0.0'):
+            self.assertEqual(2, main.main(['check']))
+        self.assertIn('nova-fixes: nova 27.0.0 is not supported',
+                      self.stderr.getvalue())
+
+    def test_list(self):
+        self.assertEqual(0, main.main(['list']))
