@@ -18,15 +18,16 @@ orphan_group = cfg.OptGroup(
     'orphan_instances',
     title='Orphan instances options',
     help="""
-Guests running on a compute host that nova does not account for on that host:
-*unknown* guests, with no instance record at all in the cell database
-(created out of band, or deleted and then archived or purged), and *foreign*
-guests, whose live record names another compute host while no migration
-involving this host is in progress (the duplicate that a failed live
-migration cleanup leaves on the source).
+Guests running on a compute host that nova does not account for on
+that host: *unknown* guests, with no instance record at all in the
+cell database (created out of band, or deleted and then archived or
+purged), and *foreign* guests, whose live record names another
+compute host while no migration involving this host is in progress
+(the duplicate that a failed live migration cleanup leaves on the
+source).
 
-Guests whose record is deleted but still present are left to nova's own
-running_deleted_instance_action task.
+Guests whose record is deleted but still present are left to nova's
+own running_deleted_instance_action task.
 """)
 
 ALL_OPTS = [
@@ -39,48 +40,51 @@ ALL_OPTS = [
                      'disks, volumes and ports are left alone.'),
         ],
         help="""
-What the orphan instances task does with a guest once it has been an orphan
-for grace_period seconds.
+What the orphan instances task does with a guest once it has been an
+orphan for grace_period seconds.
 
-log is the safe default: review what it reports before choosing
-stop or reap. Reaping destroys the guest on this host without
-destroying disks (a foreign guest's live instance may use the same shared
-storage), without detaching volumes and without unbinding ports, so the live
-instance on its own host keeps its state and allocations. Related bugs:
-https://bugs.launchpad.net/nova/+bug/911366 (deleted but running guests,
-handled by [DEFAULT]running_deleted_instance_action).
+log is the safe default: review what it reports before choosing stop
+or reap. Reaping destroys the guest on this host without destroying
+disks (a foreign guest's live instance may use the same shared
+storage), without detaching volumes and without unbinding ports, so
+the live instance on its own host keeps its state and allocations.
+Related bug: https://bugs.launchpad.net/nova/+bug/911366 (deleted
+but running guests, handled by
+[DEFAULT]running_deleted_instance_action).
 """),
     cfg.IntOpt('poll_interval',
         default=600,
         min=0,
         help="""
-Seconds between two runs of the orphan instances task; 0 disables it.
+Seconds between two runs of the orphan instances task; 0 disables
+it.
 
-Each run makes a constant number of database round trips whatever the number
-of guests, so a short interval is cheap; the grace period, not the interval,
-decides how soon a guest is acted upon.
+Each run makes a constant number of database round trips whatever
+the number of guests, so a short interval is cheap; the grace
+period, not the interval, decides how soon a guest is acted upon.
 """),
     cfg.IntOpt('grace_period',
         default=1800,
         min=0,
         help="""
-Seconds a guest must stay an orphan, seen by consecutive runs, before it is
-stopped or reaped; 0 acts on the first sighting.
+Seconds a guest must stay an orphan, seen by consecutive runs,
+before it is stopped or reaped; 0 acts on the first sighting.
 
-The clock starts when this compute service first sees the guest as an orphan
-and restarts with the service. Keep it longer than the slowest move between
-your hosts, so that a guest caught in a window nova does not flag as a
-migration is never touched.
+The clock starts when this compute service first sees the guest as
+an orphan and restarts with the service. Keep it longer than the
+slowest move between your hosts, so that a guest caught in a window
+nova does not flag as a migration is never touched.
 """),
     cfg.IntOpt('max_actions_per_run',
         default=5,
         min=1,
         help="""
-The most guests one run stops or reaps; the others are logged and left for
-the next run.
+The most guests one run stops or reaps; the others are logged and
+left for the next run.
 
-A bound on the damage of a misjudgement (for example a host name changed in
-nova.conf, which makes every guest of the host look foreign).
+A bound on the damage of a misjudgement (for example a host name
+changed in nova.conf, which makes every guest of the host look
+foreign).
 """),
     cfg.ListOpt('ignore_uuids',
         default=[],
@@ -88,7 +92,8 @@ nova.conf, which makes every guest of the host look foreign).
             regex=r'^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?'
                   r'[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$'),
         help="""
-UUIDs of guests the task must never touch: they are not even reported.
+UUIDs of guests the task must never touch: they are not even
+reported.
 
 Use it for guests deliberately run out of band on a compute host.
 """),
