@@ -96,11 +96,11 @@ def parser():
         epilog='The recreate report runs from a source checkout: '
                'python -m tests.recreate (tox -e recreate).')
     sub = p.add_subparsers(dest='command', required=True)
-    sub.add_parser('list', help='the fixes and what they replace'
-                   ).set_defaults(func=_list)
-    sub.add_parser('check', help='check that every fix can be activated '
-                   'on the installed nova, patching nothing'
-                   ).set_defaults(func=_check)
+    lp = sub.add_parser('list', help='the fixes and what they replace')
+    lp.set_defaults(func=_list, subparser=lp)
+    cp = sub.add_parser('check', help='check that every fix can be '
+                        'activated on the installed nova, patching nothing')
+    cp.set_defaults(func=_check, subparser=cp)
     e = sub.add_parser(
         'export', help='write patches/<series> from the drop-ins (or, with '
         '--check, fail if it is stale)')
@@ -114,7 +114,7 @@ def parser():
     e.add_argument('--root', default=None,
                    help='the nova-fixes source tree holding patches/ '
                    '(default: the one nova_fixes is imported from)')
-    e.set_defaults(func=_export)
+    e.set_defaults(func=_export, subparser=e)
 
     v = sub.add_parser(
         'verify', help="check that patches/<series> applies to a nova tree "
@@ -128,12 +128,20 @@ def parser():
                    'patch is known to apply')
     v.add_argument('--root', default=None,
                    help='the nova-fixes source tree holding patches/')
-    v.set_defaults(func=_verify)
+    v.set_defaults(func=_verify, subparser=v)
     return p
 
 
 def main(argv=None):
-    args = parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    top = parser()
+    args, unknown = top.parse_known_args(argv)
+    if unknown:
+        # argparse lets the top-level parser report what a subcommand does
+        # not know, with the top-level usage: name the subcommand's.
+        after_command = argv.index(unknown[0]) > argv.index(args.command)
+        (args.subparser if after_command else top).error(
+            'unrecognized arguments: %s' % ' '.join(unknown))
     try:
         return args.func(args)
     except errors.NovaFixesError as e:

@@ -38,3 +38,18 @@ class MainTestCase(testtools.TestCase):
 
     def test_list(self):
         self.assertEqual(0, main.main(['list']))
+
+    def test_unknown_flag_gets_the_subcommands_usage(self):
+        exc = self.assertRaises(SystemExit, main.main,
+                                ['verify', '--series', '2026.2', '--bogus'])
+        self.assertEqual(2, exc.code)
+        err = self.stderr.getvalue()
+        self.assertTrue(err.startswith('usage: nova-fixes verify '), err)
+        self.assertIn('nova-fixes verify: error: unrecognized arguments: '
+                      '--bogus', err)
+
+    def test_unknown_flag_before_the_subcommand(self):
+        exc = self.assertRaises(SystemExit, main.main, ['--bogus', 'list'])
+        self.assertEqual(2, exc.code)
+        self.assertIn('nova-fixes: error: unrecognized arguments: --bogus',
+                      self.stderr.getvalue())
