@@ -6,28 +6,42 @@ Importing nova's test code prints what starting a nova service prints:
 eventlet's EventletDeprecationWarning, nova's warning that modules were
 imported before its monkey patching (which nova itself says to ignore
 when nothing has run yet), its notice that the eventlet mode is
-deprecated, and an INFO line naming that mode. In a test process, or in
-the recreate runner reading the test classes, that is noise printed
-above the results that reads like an error. Those, and only those, are
-filtered here, before any test module imports nova: by warning message,
-and by message on nova.monkey_patch's logger. Every other warning and
-log record is shown as before.
+deprecated, an INFO line naming that mode, and (nova.test sets up
+logging to stdout at INFO, then nova.compute.manager is imported) one
+INFO line of oslo.service for the compute manager's periodic task that
+is disabled. In a test process, or in the recreate runner reading the
+test classes, that is noise printed above the results that reads like
+an error. Those, and only those, are filtered here, before any test
+module imports nova: the warning by its message, the log records by
+logger and message. Every other warning and log record is shown as
+before.
 """
 
 import logging
 import warnings
 
-NOVA_IMPORT_NOISE = (
-    'Modules with known eventlet monkey patching issues were imported',
-    'Eventlet based concurrency mode is deprecated',
-    'Service is starting with Eventlet based service backend',
-)
+#: {logger: messages (their start) dropped}
+NOVA_IMPORT_NOISE = {
+    'nova.monkey_patch': (
+        'Modules with known eventlet monkey patching issues were imported',
+        'Eventlet based concurrency mode is deprecated',
+        'Service is starting with Eventlet based service backend',
+    ),
+    'oslo_service.periodic_task': (
+        'Skipping periodic task %(task)s because its interval is negative',
+    ),
+}
 
 
-class _NovaImportNoise(logging.Filter):
+class _Drop(logging.Filter):
+    def __init__(self, messages):
+        super(_Drop, self).__init__()
+        self.messages = messages
+
     def filter(self, record):
-        return not str(record.msg).startswith(NOVA_IMPORT_NOISE)
+        return not str(record.msg).startswith(self.messages)
 
 
 warnings.filterwarnings('ignore', message=r'\s*Eventlet is deprecated')
-logging.getLogger('nova.monkey_patch').addFilter(_NovaImportNoise())
+for _name, _messages in NOVA_IMPORT_NOISE.items():
+    logging.getLogger(_name).addFilter(_Drop(_messages))
