@@ -58,40 +58,51 @@ def main():
     passed = failed = skipped = 0
     start = time.time()
 
-    def run(mode, test_path='tests/functional'):
+    def run(mode, test_path='tests/functional', progress=None,
+            test_ids=None):
         return lambda: recreate.run_suite(
             tree, mode, test_path=test_path, concurrency=args.concurrency,
-            progress=recreate.print_progress)
+            progress=progress, test_ids=test_ids)
 
-    unit = _suite('unit tests', run('dropin', 'tests/unit'))
+    unit = _suite('unit tests', run('dropin', 'tests/unit',
+                                    recreate.Progress(label='unit')))
     if unit is None:
         failed += 1
     else:
         p_, f_, s_ = recreate.count('unit tests', unit)
         passed, failed, skipped = passed + p_, failed + f_, skipped + s_
 
-    vanilla = _suite('functional tests on vanilla nova', run('vanilla'))
+    def scenarios():
+        test_ids = recreate.list_suite(tree)
+        return test_ids, recreate.scenario_kinds(tree, test_ids)
+
+    test_ids, kinds = _suite('functional tests', scenarios) or (None, {})
+    progress = recreate.Progress(kinds=kinds)
+    vanilla = _suite('functional tests on vanilla nova',
+                     run('vanilla', progress=progress, test_ids=test_ids))
     fixed = _suite('functional tests with the fixes',
-                   run(recreate.FIXED_MODE))
+                   run(recreate.FIXED_MODE, progress=progress,
+                       test_ids=test_ids))
     if vanilla is None or fixed is None:
         vanilla, fixed = vanilla or {}, fixed or {}
         failed += 1
     without = _suite(
         'functional tests of bugs fixed upstream, without their fix',
         lambda: recreate.run_without_upstream_fixes(
-            tree, fixed, concurrency=args.concurrency,
-            progress=recreate.print_progress))
+            tree, fixed, concurrency=args.concurrency, progress=progress))
     if without is None:
         without = {}
         failed += 1
-    rows = recreate.build_rows(tree, vanilla, fixed, without)
+    rows = recreate.build_rows(tree, vanilla, fixed, without, kinds=kinds)
     print(recreate.format_table(rows))
+    print()
     bad = recreate.summarize('recreate report', rows)
     passed, failed = passed + len(rows) - len(bad), failed + len(bad)
 
     if not args.skip_nova_intree:
         name = "nova's in-tree tests with the fixes active"
-        intree = _suite(name, run('dropin', 'tests/nova_intree'))
+        intree = _suite(name, run('dropin', 'tests/nova_intree',
+                                  recreate.Progress(label='nova in-tree')))
         if intree is None:
             failed += 1
         else:

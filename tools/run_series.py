@@ -79,15 +79,18 @@ def main():
         passed, failed, skipped = (passed + counts[0], failed + counts[1],
                                    skipped + counts[2])
 
-    def suite(**kwargs):
+    def suite(progress=recreate.print_progress, **kwargs):
         return recreate.run_suite(concurrency=args.concurrency,
-                                  progress=recreate.print_progress, **kwargs)
+                                  progress=progress, **kwargs)
 
     # 1. vanilla: the series' column of the recreate report.
-    vanilla = suite(tree=TREE, mode='vanilla')
+    test_ids = recreate.list_suite(TREE)
+    kinds = recreate.scenario_kinds(TREE, test_ids)
+    progress = recreate.Progress(kinds=kinds)
+    vanilla = suite(tree=TREE, mode='vanilla', test_ids=test_ids,
+                    progress=progress)
     without = recreate.run_without_upstream_fixes(
-        TREE, vanilla, concurrency=args.concurrency,
-        progress=recreate.print_progress)
+        TREE, vanilla, concurrency=args.concurrency, progress=progress)
 
     # 2. the patched tree.
     work = tempfile.mkdtemp(prefix='nova-fixes-%s-' % series)
@@ -99,11 +102,12 @@ def main():
     patched_env = {'PYTHONPATH': nova_tree}
     try:
         # 3. the regression suite on the patched nova.
-        patched = suite(tree=TREE, mode='patched', extra_env=patched_env)
-        rows = recreate.build_rows(TREE, vanilla, patched, without)
-        for row in rows:
-            row['fixed'] = row['fixed'] + ' (patched)'
-        print(recreate.format_table(rows))
+        patched = suite(tree=TREE, mode='patched', extra_env=patched_env,
+                        test_ids=test_ids, progress=progress)
+        rows = recreate.build_rows(TREE, vanilla, patched, without,
+                                   fixed_mode='patched', kinds=kinds)
+        print(recreate.format_table(rows, fixed_label='patched'))
+        print()
         bad = recreate.summarize('%s recreate report' % series, rows,
                                  fixed_label='patched')
         add((len(rows) - len(bad), len(bad), 0))
@@ -120,6 +124,7 @@ def main():
             results = suite(
                 tree=nova_tree, mode='patched',
                 test_path='nova/tests/%s' % kind,
+                progress=recreate.Progress(label='nova %s' % kind),
                 extra_env=dict(NOVA_TEST_ENV, **patched_env),
                 filters=['^(%s)\\.' % '|'.join(m.replace('.', '\\.')
                                                for m in modules)])

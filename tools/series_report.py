@@ -14,8 +14,9 @@
 
 Reads the --json files of tools/run_series.py and prints, per scenario,
 what each series' vanilla nova does (R: recreates the bug, ok: passes, as
-a no-regression case must, n/a: tests what a fix adds) and whether the
-series' patched nova passes (+) or not (!). This is a report: the counts
+a no-regression case must, n/a: tests what a fix adds, leak: a window
+out of reach whose test shows the leak) and whether the series' patched
+nova passes (+) or not (!). This is a report: the counts
 were made by the runs themselves.
 """
 
@@ -24,19 +25,21 @@ import sys
 
 
 def _cell(row):
-    vanilla = row['vanilla']
-    if vanilla.startswith('n/a'):
+    kind = row.get('kind')
+    if kind == 'fix itself':
         text = 'n/a'
-    elif 'without' in vanilla:
-        # Fixed upstream: what matters is the run without the fix.
-        text = 'R*' if vanilla.endswith('RECREATED') else 'not R*'
-    elif vanilla.startswith('RECREATED'):
+    elif kind == 'out of reach':
+        text = 'leak' if row['vanilla'] == 'leak shown' else row['vanilla']
+    elif kind == 'fixed upstream':
+        # What matters is the run without the fixing commit.
+        text = 'R*' if row['without'] == 'RECREATED' else 'not R*'
+    elif row['vanilla'] == 'RECREATED':
         text = 'R'
-    elif vanilla.startswith('passes'):
+    elif row['vanilla'] == 'passes':
         text = 'ok'
     else:
-        text = vanilla.split(' ')[0]
-    return text + ('+' if row['fixed'].startswith('PASS') else '!')
+        text = row['vanilla'].split(' ')[0]
+    return text + ('!' if row['fixed'] == 'FAIL' else '+')
 
 
 def main(paths):
@@ -63,8 +66,8 @@ def main(paths):
     print('R: vanilla nova of the series recreates the bug; R*: a bug nova '
           'fixed upstream, recreated with the fixing commit taken out; ok: '
           'no-regression case passing on vanilla; n/a: tests what the fix '
-          'adds. +: passes on the series with its patches applied; !: '
-          'fails there.')
+          'adds; leak: out of reach, the test shows the leak. +: passes '
+          'on the series with its patches applied; !: fails there.')
     return 0
 
 

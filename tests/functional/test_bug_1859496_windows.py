@@ -540,7 +540,7 @@ class ClaimAfterDeleteTest(_WindowsTestBase):
     shows that the audit removes it.
     """
 
-    recreates = None
+    out_of_reach = True
 
     def _hold_conductor_after_claim(self):
         """Stop the conductor's schedule_and_build_instances right after

@@ -28,6 +28,8 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
+import textwrap
 import threading
 
 import subunit
@@ -37,6 +39,18 @@ from nova_fixes import registry
 from tests import common
 
 FIXED_MODE = 'dropin'
+
+#: What the progress lines call each phase (mode, or mode without the
+#: upstream commits taken out of nova).
+PHASE_NAMES = {'dropin': 'fixed', 'vanilla': 'vanilla', 'patched': 'patched'}
+
+#: Kinds of scenario, from the test class's attributes (see
+#: tests.functional.base.NovaFixesTestMixin).
+RECREATES = 'recreates'
+FIXED_UPSTREAM = 'fixed upstream'
+NO_REGRESSION = 'no-regression'
+FIX_ITSELF = 'fix itself'
+OUT_OF_REACH = 'out of reach'
 
 
 class Outcome(object):
@@ -55,20 +69,54 @@ class Outcome(object):
         return self.status == 'fail' and common.LEAK in self.traceback
 
 
+class HarnessError(Exception):
+    """A suite that could not run at all: one line for the user."""
+
+
+def _last_line(*outputs):
+    for text in outputs:
+        lines = [line for line in text.splitlines() if line.strip()]
+        if lines:
+            return lines[-1].strip()
+    return 'no output'
+
+
+def _stestr(tree, test_path, *args):
+    return [sys.executable, '-m', 'stestr', '--test-path', test_path,
+            '--top-dir', './'] + list(args)
+
+
+def list_suite(tree, test_path='tests/functional', filters=(),
+               extra_env=None):
+    """The test ids of a suite that match ``filters`` (stestr list)."""
+    env = dict(os.environ, **(extra_env or {}))
+    proc = subprocess.run(_stestr(tree, test_path, 'list', *filters),
+                          cwd=tree, env=env, capture_output=True, text=True)
+    if proc.returncode:
+        raise HarnessError('could not list the tests of %s in %s: %s' % (
+            test_path, tree, _last_line(proc.stderr, proc.stdout)))
+    return [line for line in proc.stdout.splitlines()
+            if line and ' ' not in line and '.' in line]
+
+
 def run_suite(tree, mode, test_path='tests/functional', concurrency=None,
-              filters=(), progress=None, without=(), extra_env=None):
+              filters=(), progress=None, without=(), extra_env=None,
+              test_ids=None):
     """Run one suite in one mode; {test id: Outcome}.
 
     ``without``: upstream nova commits the test processes take out of nova
-    (NOVA_FIXES_WITHOUT).
+    (NOVA_FIXES_WITHOUT). ``test_ids``: the ids to run (listed first when
+    not given, so that progress can count N/total). ``progress`` is called
+    as progress(mode, without, test_id, outcome, done, total).
     """
-    cmd = [sys.executable, '-m', 'stestr', '--test-path', test_path,
-           '--top-dir', './', 'run', '--subunit']
-    if concurrency:
-        cmd += ['--concurrency', str(concurrency)]
-    cmd += list(filters)
     env = dict(os.environ, NOVA_FIXES_MODE=mode,
                NOVA_FIXES_WITHOUT=','.join(without), **(extra_env or {}))
+    if test_ids is None:
+        test_ids = list_suite(tree, test_path, filters, extra_env)
+    if not test_ids:
+        raise HarnessError('no test of %s in %s matches %s' % (
+            test_path, tree, ' '.join(filters) or 'any name'))
+    total = len(test_ids)
     results = {}
 
     def on_test(test):
@@ -77,33 +125,95 @@ def run_suite(tree, mode, test_path='tests/functional', concurrency=None,
             return
         details = test.get('details', {})
         tb = details['traceback'].as_text() if 'traceback' in details else ''
-        results[test['id']] = Outcome(status, tb)
+        outcome = results[test['id']] = Outcome(status, tb)
         if progress:
-            progress(mode, test['id'], status, len(results))
+            progress(mode, without, test['id'], outcome, len(results),
+                     total)
 
-    proc = subprocess.Popen(cmd, cwd=tree, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
-    stderr = []
-    reader = threading.Thread(target=lambda: stderr.append(
-        proc.stderr.read()))
-    reader.start()
-    stream = testtools.StreamToDict(on_test)
-    stream.startTestRun()
-    subunit.ByteStreamToStreamResult(
-        proc.stdout, non_subunit_name='stdout').run(stream)
-    stream.stopTestRun()
-    proc.wait()
-    reader.join()
+    with tempfile.NamedTemporaryFile('w', prefix='nova-fixes-ids-',
+                                     suffix='.txt') as id_file:
+        id_file.write('\n'.join(test_ids) + '\n')
+        id_file.flush()
+        cmd = _stestr(tree, test_path, 'run', '--subunit', '--load-list',
+                      id_file.name)
+        if concurrency:
+            cmd += ['--concurrency', str(concurrency)]
+        proc = subprocess.Popen(cmd, cwd=tree, env=env,
+                                stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        stderr = []
+        reader = threading.Thread(target=lambda: stderr.append(
+            proc.stderr.read()))
+        reader.start()
+        stream = testtools.StreamToDict(on_test)
+        stream.startTestRun()
+        subunit.ByteStreamToStreamResult(
+            proc.stdout, non_subunit_name='stdout').run(stream)
+        stream.stopTestRun()
+        proc.wait()
+        reader.join()
     if not results:
-        raise RuntimeError('no test ran in mode %s (%s): %s' % (
-            mode, ' '.join(cmd), b''.join(stderr).decode(errors='replace')))
+        raise HarnessError('no test ran in mode %s (%s): %s' % (
+            mode, ' '.join(cmd),
+            _last_line(b''.join(stderr).decode(errors='replace'))))
     return results
 
 
-def print_progress(mode, test_id, status, done):
-    """run_suite's progress callback for the tools: one line on stderr."""
-    sys.stderr.write('[%s %4d] %-8s %s\n' % (mode, done, status, test_id))
-    sys.stderr.flush()
+def phase_name(mode, without=()):
+    """unit / vanilla / fixed / without <commit> / nova in-tree ..."""
+    if without:
+        return 'without %s' % ','.join(without)
+    return PHASE_NAMES.get(mode, mode)
+
+
+def _status_text(outcome):
+    if outcome.recreated:
+        return 'RECREATED'
+    return {'success': 'pass', 'fail': 'FAIL', 'skip': 'skip'}.get(
+        outcome.status, outcome.status)
+
+
+class Progress(object):
+    """run_suite's progress callback: one line per test on stderr,
+    "[phase N/total] status test", the status marked "(expected)" or
+    "(NOT AS EXPECTED)" against the scenario's expectation when the
+    phase is one of the recreate report's.
+
+    ``label`` names the phase instead of the mode (unit, nova in-tree);
+    ``kinds``: {test id: kind} of the recreate report's scenarios.
+    """
+
+    def __init__(self, label=None, kinds=None, stream=None):
+        self.label = label
+        self.kinds = kinds or {}
+        self.stream = stream
+
+    def __call__(self, mode, without, test_id, outcome, done, total):
+        text = _status_text(outcome)
+        kind = self.kinds.get(test_id)
+        if kind is not None:
+            wanted = expectation(kind, mode, without, test_id)
+            if wanted is not None:
+                ok = meets(wanted, outcome)
+                if not ok:
+                    text += ' (NOT AS EXPECTED)'
+                elif not outcome.passed:
+                    text += ' (expected)'
+        width = len(str(total))
+        name = test_id
+        for prefix in ('tests.functional.', 'tests.unit.'):
+            if name.startswith(prefix):
+                name = name[len(prefix):]
+        stream = self.stream or sys.stderr
+        stream.write('[%s %*d/%d] %s  %s\n' % (
+            self.label or phase_name(mode, without), width, done, total,
+            text, name))
+        stream.flush()
+
+
+def print_progress(mode, without, test_id, outcome, done, total):
+    """A Progress without expectations, naming the phase by its mode."""
+    Progress()(mode, without, test_id, outcome, done, total)
 
 
 def count(name, results):
@@ -151,24 +261,79 @@ def bug_of_test(test_id):
     return int(match.group(1)) if match else None
 
 
-def _recreates(test_id, tree):
-    """The test class's recreates attribute (default True)."""
+def _test_class(test_id, tree):
     module_name, class_name = test_id.rsplit('.', 2)[:2]
     if tree not in sys.path:
         sys.path.insert(0, tree)
-    cls = getattr(importlib.import_module(module_name), class_name)
-    return getattr(cls, 'recreates', True)
+    return getattr(importlib.import_module(module_name), class_name)
+
+
+def scenario_kind(test_id, tree):
+    """What the test's class says it does on vanilla nova (its
+    ``recreates`` and ``out_of_reach`` attributes) and whether nova fixed
+    its bug: one of RECREATES, FIXED_UPSTREAM, NO_REGRESSION, FIX_ITSELF,
+    OUT_OF_REACH.
+    """
+    cls = _test_class(test_id, tree)
+    if getattr(cls, 'out_of_reach', False):
+        return OUT_OF_REACH
+    recreates = getattr(cls, 'recreates', True)
+    if recreates is None:
+        return FIX_ITSELF
+    if not recreates:
+        return NO_REGRESSION
+    return FIXED_UPSTREAM if fixed_upstream(test_id) else RECREATES
+
+
+def scenario_kinds(tree, test_ids):
+    return {test_id: scenario_kind(test_id, tree) for test_id in test_ids}
+
+
+def expectation(kind, mode, without, test_id):
+    """What the scenario must do in this run: 'recreated' (fail on its
+    leak assertion), 'pass', or None (nothing is required).
+    """
+    if without:
+        return 'recreated'
+    if mode != 'vanilla':
+        return 'pass'
+    if kind == RECREATES:
+        fix = fix_of_test(test_id)
+        return 'recreated' if fix is not None and fix.open_upstream else None
+    if kind in (NO_REGRESSION, OUT_OF_REACH):
+        return 'pass'
+    # FIX_ITSELF: vanilla nova has not got what it tests. FIXED_UPSTREAM:
+    # the run without the fixing commit is what must recreate it.
+    return None
+
+
+def meets(wanted, outcome):
+    if wanted is None:
+        return True
+    if outcome is None:
+        return False
+    return outcome.recreated if wanted == 'recreated' else outcome.passed
+
+
+def _cell(outcome, wanted):
+    if outcome is None:
+        return 'did not run'
+    if outcome.recreated:
+        return 'RECREATED'
+    if wanted == 'recreated':
+        return 'not recreated'
+    if outcome.passed:
+        return 'passes'
+    return 'skipped' if outcome.status == 'skip' else 'FAILS'
 
 
 def fixed_upstream_filters(test_ids):
-    """{commit: [test id regex]} for the tests of bugs fixed upstream."""
+    """{commit: [test id]} for the tests of bugs fixed upstream."""
     by_commit = {}
     for test_id in test_ids:
         upstream = fixed_upstream(test_id)
         if upstream:
-            commit = upstream[0]
-            by_commit.setdefault(commit, []).append(
-                '^%s$' % re.escape(test_id))
+            by_commit.setdefault(upstream[0], []).append(test_id)
     return by_commit
 
 
@@ -178,71 +343,130 @@ def run_without_upstream_fixes(tree, test_ids, concurrency=None,
     commit taken out: {test id: Outcome}.
     """
     results = {}
-    for commit, filters in fixed_upstream_filters(test_ids).items():
+    for commit, ids in fixed_upstream_filters(test_ids).items():
         results.update(run_suite(
-            tree, 'vanilla', concurrency=concurrency, filters=filters,
+            tree, 'vanilla', concurrency=concurrency, test_ids=ids,
             progress=progress, without=(commit,)))
     return results
 
 
-def build_rows(tree, vanilla, fixed, without=None):
+def build_rows(tree, vanilla, fixed, without=None, fixed_mode=FIXED_MODE,
+               kinds=None):
     """One row per scenario. ``without``: results of the tests of bugs
-    fixed upstream on vanilla nova without the fixing commit.
+    fixed upstream on vanilla nova without the fixing commit; ``kinds``:
+    {test id: kind}, read from the test classes when not given.
     """
     without = without or {}
+    kinds = kinds or {}
     rows = []
     for test_id in sorted(set(vanilla) | set(fixed)):
-        fix = fix_of_test(test_id)
-        bug = bug_of_test(test_id)
-        recreates = _recreates(test_id, tree)
-        van = vanilla.get(test_id)
-        fxd = fixed.get(test_id)
-        fixed_ok = fxd is not None and fxd.passed
-        if recreates is None:
-            # Tests of what the fix adds (a task vanilla nova has not got).
-            vanilla_text = 'n/a (tests the fix itself)'
-            vanilla_ok = True
-        elif recreates and fixed_upstream(test_id):
-            # nova has fixed it: the test must catch the bug on a nova with
-            # the fixing commit taken out.
-            commit, release = fixed_upstream(test_id)
-            wo = without.get(test_id)
-            vanilla_text = '%s (fixed by %s, %s); without %s: %s' % (
-                'RECREATED' if van and van.recreated else 'not recreated',
-                commit, release, commit,
-                'RECREATED' if wo and wo.recreated else 'not recreated')
-            vanilla_ok = wo is not None and wo.recreated
-        elif recreates:
-            vanilla_text = ('RECREATED' if van and van.recreated
-                            else 'not recreated')
-            must_recreate = bool(fix and fix.open_upstream)
-            vanilla_ok = (van is not None and van.recreated
-                          ) or not must_recreate
+        kind = kinds.get(test_id) or scenario_kind(test_id, tree)
+        van, fxd, wo = (vanilla.get(test_id), fixed.get(test_id),
+                        without.get(test_id))
+        want_van = expectation(kind, 'vanilla', (), test_id)
+        want_fxd = expectation(kind, fixed_mode, (), test_id)
+        ok = meets(want_van, van) and meets(want_fxd, fxd)
+        upstream = fixed_upstream(test_id)
+        if kind == FIXED_UPSTREAM:
+            ok = ok and meets('recreated', wo)
+            without_text = _cell(wo, 'recreated')
         else:
-            vanilla_text = ('passes (no-regression case)'
-                            if van and van.passed else 'FAILS')
-            vanilla_ok = van is not None and van.passed
+            without_text = ''
+        if kind == FIX_ITSELF:
+            vanilla_text = 'n/a'
+        elif kind == OUT_OF_REACH:
+            vanilla_text = 'leak shown' if meets('pass', van) else _cell(
+                van, 'pass')
+        else:
+            vanilla_text = _cell(van, want_van)
+        if kind == OUT_OF_REACH and meets('pass', fxd):
+            fixed_text = 'leak shown'
+        else:
+            fixed_text = 'PASS' if meets('pass', fxd) else 'FAIL'
         rows.append({
-            'bug': bug, 'test': test_id,
+            'bug': bug_of_test(test_id), 'test': test_id,
             'scenario': '.'.join(test_id.rsplit('.', 2)[-2:]),
-            'recreates': recreates,
-            'vanilla': vanilla_text,
-            'fixed': 'PASS' if fixed_ok else 'FAIL',
-            'ok': vanilla_ok and fixed_ok,
+            'kind': kind,
+            'upstream_fix': list(upstream) if upstream else None,
+            'vanilla': vanilla_text, 'without': without_text,
+            'fixed': fixed_text, 'ok': ok,
         })
     return rows
 
 
-def format_table(rows):
-    headers = ('bug', 'scenario', 'vanilla', 'fixed')
-    cells = [(str(r['bug']), r['scenario'], r['vanilla'], r['fixed'])
-             for r in rows]
-    widths = [max(len(h), *(len(c[i]) for c in cells))
+#: The heading of a test class's rows, by kind of scenario.
+KIND_HEADINGS = {
+    RECREATES: 'recreates the bug on vanilla nova',
+    FIXED_UPSTREAM: 'fixed upstream (%s, %s): recreates the bug without it',
+    NO_REGRESSION: 'no-regression case: passes on any nova',
+    FIX_ITSELF: 'tests what the fix adds: n/a on vanilla nova',
+    OUT_OF_REACH: 'out of reach of any fix: shows the leak on any nova, and '
+                  'its remedy',
+}
+
+WIDTH = 100
+
+
+def _fit(text, width):
+    if len(text) <= width:
+        return text
+    keep = width - 3
+    return text[:keep - keep // 2] + '...' + text[len(text) - keep // 2:]
+
+
+def format_table(rows, fixed_label='fixed', wide=False):
+    """The report, at most WIDTH columns: the rows of each test class under
+    a heading naming the bug, the class and what its scenarios must do,
+    one line per test method (a name too long for the column is cut in
+    the middle; ``wide`` prints the full test ids instead, one line per
+    scenario).
+    """
+    with_without = any(r['without'] for r in rows)
+    headers = ['vanilla'] + (['w/o fix'] if with_without else []) + [
+        fixed_label]
+
+    def values(r):
+        return [r['vanilla']] + ([r['without']] if with_without else []) + [
+            r['fixed']]
+
+    widths = [max([len(h)] + [len(values(r)[i]) for r in rows])
               for i, h in enumerate(headers)]
-    line = '  '.join('%-*s' % (w, h) for w, h in zip(widths, headers))
-    out = [line, '  '.join('-' * w for w in widths)]
-    for c in cells:
-        out.append('  '.join('%-*s' % (w, v) for w, v in zip(widths, c)))
+    if wide:
+        bug_width = max(len(str(r['bug'])) for r in rows + [{'bug': 'bug'}])
+        names = ['%-*s  %s' % (bug_width, r['bug'], r['test']) for r in rows]
+        head = '%-*s  test' % (bug_width, 'bug')
+        name_width = max(len(n) for n in names + [head])
+    else:
+        names = ['  ' + r['test'].rsplit('.', 1)[1] for r in rows]
+        name_width = min(max(len(n) for n in names + ['scenario']),
+                         WIDTH - sum(w + 2 for w in widths))
+        head = 'scenario'
+
+    def line(name, cells):
+        return '  '.join(['%-*s' % (name_width, _fit(name, name_width))] + [
+            '%-*s' % (w, c) for w, c in zip(widths, cells)]).rstrip()
+
+    out = [line(head, headers), line('-' * name_width,
+                                     ['-' * w for w in widths])]
+    heading = None
+    for name, r in zip(names, rows):
+        if not wide:
+            cls = r['test'].rsplit('.', 2)[1]
+            text = KIND_HEADINGS[r['kind']]
+            if r['kind'] == FIXED_UPSTREAM:
+                text = text % tuple(r['upstream_fix'])
+            this = '%s, %s: %s' % (r['bug'], cls, text)
+            if this != heading:
+                heading = this
+                out.extend(textwrap.wrap(
+                    this, WIDTH, subsequent_indent='    ',
+                    break_on_hyphens=False))
+        out.append(line(name, values(r)))
+    if with_without:
+        out.append('')
+        out.extend(textwrap.wrap(
+            'w/o fix: on vanilla nova with the commit that fixed the bug '
+            'upstream taken out (NOVA_FIXES_WITHOUT).', WIDTH))
     return '\n'.join(out)
 
 
@@ -251,9 +475,12 @@ def summarize(title, rows, fixed_label='fixed'):
     not; returns the rows that are not.
     """
     bad = [r for r in rows if not r['ok']]
-    print('%s: %d scenarios as expected, %d not'
-          % (title, len(rows) - len(bad), len(bad)))
+    print('%s: %d scenario%s, %d as expected, %d not'
+          % (title, len(rows), '' if len(rows) == 1 else 's',
+             len(rows) - len(bad), len(bad)))
     for r in bad:
-        print('  NOT AS EXPECTED %s (vanilla: %s, %s: %s)'
-              % (r['test'], r['vanilla'], fixed_label, r['fixed']))
+        print('  NOT AS EXPECTED %s (vanilla: %s%s, %s: %s)'
+              % (r['test'], r['vanilla'],
+                 ', w/o fix: %s' % r['without'] if r['without'] else '',
+                 fixed_label, r['fixed']))
     return bad

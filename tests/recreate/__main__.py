@@ -10,7 +10,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""The recreate report: python -m tests.recreate [--json F] [filter ...]
+"""The recreate report: python -m tests.recreate [--wide] [--json F] [filter]
 
 Run from the nova-fixes source tree (tox -e recreate does).
 """
@@ -24,11 +24,12 @@ from tests import recreate
 
 TREE = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
+PROG = 'python -m tests.recreate'
 
 
 def parser():
     p = argparse.ArgumentParser(
-        prog='python -m tests.recreate',
+        prog=PROG,
         description='Run the regression tests on vanilla nova and with the '
                     'fixes, and print which scenarios recreate their bug.')
     p.add_argument('--tree', default=TREE,
@@ -36,32 +37,65 @@ def parser():
                         'holding this runner)')
     p.add_argument('--concurrency', type=int, default=None,
                    help='test worker processes (default: one per CPU)')
+    p.add_argument('--wide', action='store_true',
+                   help='one line per scenario with its full test id, '
+                        'however wide')
     p.add_argument('--json', help='also write the rows to this file')
     p.add_argument('filter', nargs='*',
                    help='test id regular expressions (default: all)')
     return p
 
 
-def main(argv=None):
-    args = parser().parse_args(argv)
+def check_tree(tree):
+    """One line saying what is wrong with --tree, or None."""
+    if not os.path.isdir(tree):
+        return '--tree %s: no such directory' % tree
+    markers = (os.path.join(tree, '.stestr.conf'),
+               os.path.join(tree, 'tests', 'functional'))
+    if not all(os.path.exists(m) for m in markers):
+        return ('--tree %s is not a nova-fixes source tree (no .stestr.conf '
+                'and tests/functional/ there): give the directory that '
+                'holds tox.ini' % tree)
+    return None
+
+
+def run(args):
     tree = os.path.abspath(args.tree)
+    problem = check_tree(tree)
+    if problem:
+        raise recreate.HarnessError(problem)
+    test_ids = recreate.list_suite(tree, filters=args.filter)
+    if not test_ids:
+        raise recreate.HarnessError(
+            'no regression test matches %s' % ' '.join(args.filter))
+    kinds = recreate.scenario_kinds(tree, test_ids)
+    progress = recreate.Progress(kinds=kinds)
     vanilla = recreate.run_suite(
-        tree, 'vanilla', concurrency=args.concurrency, filters=args.filter,
-        progress=recreate.print_progress)
+        tree, 'vanilla', concurrency=args.concurrency, test_ids=test_ids,
+        progress=progress)
     fixed = recreate.run_suite(
         tree, recreate.FIXED_MODE, concurrency=args.concurrency,
-        filters=args.filter, progress=recreate.print_progress)
+        test_ids=test_ids, progress=progress)
     without = recreate.run_without_upstream_fixes(
-        tree, fixed, concurrency=args.concurrency,
-        progress=recreate.print_progress)
-    rows = recreate.build_rows(tree, vanilla, fixed, without)
-    print(recreate.format_table(rows))
+        tree, fixed, concurrency=args.concurrency, progress=progress)
+    rows = recreate.build_rows(tree, vanilla, fixed, without, kinds=kinds)
+    print(recreate.format_table(rows, wide=args.wide))
+    print()
     bad = recreate.summarize('recreate report', rows)
     if args.json:
         with open(args.json, 'w') as f:
             json.dump({'rows': rows, 'passed': len(rows) - len(bad),
                        'failed': len(bad)}, f, indent=2)
     return 1 if bad else 0
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    try:
+        return run(args)
+    except recreate.HarnessError as e:
+        sys.stderr.write('%s: %s\n' % (PROG, e))
+        return 2
 
 
 if __name__ == '__main__':

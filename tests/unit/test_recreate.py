@@ -11,134 +11,252 @@
 # under the License.
 
 import io
+import os
 from unittest import mock
 
+import fixtures
 import testtools
 
 from tests import recreate
+from tests.recreate import __main__ as recreate_main
 
 LEAK_TB = 'AssertionError: LEAK: allocations left for the deleted server'
 OTHER_TB = 'TypeError: something else broke'
 DELETED = 'tests.functional.test_bug_1848343.DeletedServerTest.test_a'
 LIVE = 'tests.functional.test_bug_1848343.LiveServerTest.test_b'
 FIXED_BUG = 'tests.functional.test_bug_1859496.DeleteBuildTest.test_c'
-
-
 ORPHAN = 'tests.functional.test_orphan_instances.SafetyTest.test_d'
+REACH = ('tests.functional.test_bug_1859496_windows.ClaimAfterDeleteTest.'
+         'test_claim_after_delete_until_audit')
+LONG = ('tests.functional.test_bug_1848343.DeletedServerRevertPathsTest.'
+        'test_' + 'very_long_name_' * 6)
 
 
-def _recreates(test_id, tree):
+def _class_kind(test_id, tree):
     if 'Safety' in test_id:
-        return None
-    return 'Live' not in test_id
+        return recreate.FIX_ITSELF
+    if 'ClaimAfterDelete' in test_id:
+        return recreate.OUT_OF_REACH
+    if 'Live' in test_id:
+        return recreate.NO_REGRESSION
+    if recreate.fixed_upstream(test_id):
+        return recreate.FIXED_UPSTREAM
+    return recreate.RECREATES
 
 
-@mock.patch.object(recreate, '_recreates', _recreates)
+def _leak():
+    return recreate.Outcome('fail', LEAK_TB)
+
+
+def _pass():
+    return recreate.Outcome('success')
+
+
+@mock.patch.object(recreate, 'scenario_kind', _class_kind)
 class BuildRowsTestCase(testtools.TestCase):
 
-    def _row(self, test_id, vanilla, fixed):
-        return recreate.build_rows('.', {test_id: vanilla},
-                                   {test_id: fixed})[0]
+    def _row(self, test_id, vanilla, fixed, without=None):
+        return recreate.build_rows(
+            '.', {test_id: vanilla}, {test_id: fixed},
+            {test_id: without} if without else None)[0]
 
     def test_recreated_and_fixed(self):
-        row = self._row(DELETED, recreate.Outcome('fail', LEAK_TB),
-                        recreate.Outcome('success'))
-        self.assertEqual(('RECREATED', 'PASS', True),
-                         (row['vanilla'], row['fixed'], row['ok']))
+        row = self._row(DELETED, _leak(), _pass())
+        self.assertEqual(('RECREATED', '', 'PASS', True),
+                         (row['vanilla'], row['without'], row['fixed'],
+                          row['ok']))
         self.assertEqual(1848343, row['bug'])
+        self.assertEqual(recreate.RECREATES, row['kind'])
         self.assertEqual('DeletedServerTest.test_a', row['scenario'])
 
     def test_failing_elsewhere_is_not_recreating(self):
         row = self._row(DELETED, recreate.Outcome('fail', OTHER_TB),
-                        recreate.Outcome('success'))
-        self.assertEqual('not recreated', row['vanilla'])
-        self.assertFalse(row['ok'])
+                        _pass())
+        self.assertEqual(('not recreated', False),
+                         (row['vanilla'], row['ok']))
 
     def test_passing_on_vanilla_is_not_recreating(self):
-        row = self._row(DELETED, recreate.Outcome('success'),
-                        recreate.Outcome('success'))
-        self.assertFalse(row['ok'])
+        row = self._row(DELETED, _pass(), _pass())
+        self.assertEqual(('not recreated', False),
+                         (row['vanilla'], row['ok']))
 
     def test_fixed_failure(self):
-        row = self._row(DELETED, recreate.Outcome('fail', LEAK_TB),
-                        recreate.Outcome('fail', LEAK_TB))
-        self.assertEqual('FAIL', row['fixed'])
-        self.assertFalse(row['ok'])
+        row = self._row(DELETED, _leak(), _leak())
+        self.assertEqual(('FAIL', False), (row['fixed'], row['ok']))
 
     def test_missing_fixed_result(self):
-        rows = recreate.build_rows(
-            '.', {DELETED: recreate.Outcome('fail', LEAK_TB)}, {})
-        self.assertEqual('FAIL', rows[0]['fixed'])
-        self.assertFalse(rows[0]['ok'])
+        rows = recreate.build_rows('.', {DELETED: _leak()}, {})
+        self.assertEqual(('FAIL', False), (rows[0]['fixed'], rows[0]['ok']))
 
     def test_no_regression_case(self):
-        row = self._row(LIVE, recreate.Outcome('success'),
-                        recreate.Outcome('success'))
-        self.assertEqual(('passes (no-regression case)', True),
-                         (row['vanilla'], row['ok']))
-        row = self._row(LIVE, recreate.Outcome('fail', OTHER_TB),
-                        recreate.Outcome('success'))
+        row = self._row(LIVE, _pass(), _pass())
+        self.assertEqual(('passes', True), (row['vanilla'], row['ok']))
+        row = self._row(LIVE, recreate.Outcome('fail', OTHER_TB), _pass())
         self.assertEqual(('FAILS', False), (row['vanilla'], row['ok']))
 
     def test_bug_fixed_upstream_must_recreate_without_its_fix(self):
-        without = {FIXED_BUG: recreate.Outcome('fail', LEAK_TB)}
-        row = recreate.build_rows(
-            '.', {FIXED_BUG: recreate.Outcome('success')},
-            {FIXED_BUG: recreate.Outcome('success')}, without)[0]
+        row = self._row(FIXED_BUG, _pass(), _pass(), _leak())
         self.assertEqual(
-            ('not recreated (fixed by f35930eef8, nova 21.0.0); without '
-             'f35930eef8: RECREATED', True, 1859496),
-            (row['vanilla'], row['ok'], row['bug']))
-        for outcome in (recreate.Outcome('success'),
-                        recreate.Outcome('fail', OTHER_TB)):
-            row = recreate.build_rows(
-                '.', {FIXED_BUG: recreate.Outcome('success')},
-                {FIXED_BUG: recreate.Outcome('success')},
-                {FIXED_BUG: outcome})[0]
-            self.assertTrue(row['vanilla'].endswith(
-                'without f35930eef8: not recreated'))
-            self.assertFalse(row['ok'])
+            ('passes', 'RECREATED', True, 1859496, ['f35930eef8',
+                                                    'nova 21.0.0']),
+            (row['vanilla'], row['without'], row['ok'], row['bug'],
+             row['upstream_fix']))
+        for outcome in (_pass(), recreate.Outcome('fail', OTHER_TB)):
+            row = self._row(FIXED_BUG, _pass(), _pass(), outcome)
+            self.assertEqual(('not recreated', False),
+                             (row['without'], row['ok']))
+        row = recreate.build_rows('.', {FIXED_BUG: _pass()},
+                                  {FIXED_BUG: _pass()})[0]
+        self.assertEqual(('did not run', False), (row['without'], row['ok']))
 
     def test_fixed_upstream_filters(self):
-        self.assertEqual({'f35930eef8': ['^%s$' % FIXED_BUG.replace(
-            '.', '\\.')]}, recreate.fixed_upstream_filters(
-                [FIXED_BUG, DELETED, LIVE]))
+        self.assertEqual({'f35930eef8': [FIXED_BUG]},
+                         recreate.fixed_upstream_filters(
+                             [FIXED_BUG, DELETED, LIVE]))
 
     def test_test_of_the_fix_itself(self):
-        row = self._row(ORPHAN, recreate.Outcome('skip'),
-                        recreate.Outcome('success'))
-        self.assertEqual(('n/a (tests the fix itself)', 'PASS', True),
+        row = self._row(ORPHAN, recreate.Outcome('skip'), _pass())
+        self.assertEqual(('n/a', 'PASS', True),
                          (row['vanilla'], row['fixed'], row['ok']))
         self.assertEqual('orphans', row['bug'])
         row = self._row(ORPHAN, recreate.Outcome('skip'),
                         recreate.Outcome('skip'))
         self.assertEqual(('FAIL', False), (row['fixed'], row['ok']))
 
-    def test_table(self):
-        rows = [self._row(DELETED, recreate.Outcome('fail', LEAK_TB),
-                          recreate.Outcome('success'))]
-        table = recreate.format_table(rows).splitlines()
-        self.assertEqual(['bug', 'scenario', 'vanilla', 'fixed'],
-                         table[0].split())
-        self.assertEqual(['1848343', 'DeletedServerTest.test_a',
-                          'RECREATED', 'PASS'], table[2].split())
+    def test_out_of_reach_shows_the_leak_everywhere(self):
+        row = self._row(REACH, _pass(), _pass())
+        self.assertEqual(('leak shown', 'leak shown', True),
+                         (row['vanilla'], row['fixed'], row['ok']))
+        # Its test asserts the leak: failing anywhere is not as expected.
+        row = self._row(REACH, recreate.Outcome('fail', OTHER_TB), _pass())
+        self.assertEqual(('FAILS', False), (row['vanilla'], row['ok']))
+        row = self._row(REACH, _pass(), recreate.Outcome('fail', OTHER_TB))
+        self.assertEqual(('FAIL', False), (row['fixed'], row['ok']))
+
+
+@mock.patch.object(recreate, 'scenario_kind', _class_kind)
+class FormatTableTestCase(testtools.TestCase):
+
+    def _rows(self):
+        return recreate.build_rows(
+            '.', {DELETED: _leak(), FIXED_BUG: _pass(), LIVE: _pass(),
+                  REACH: _pass(), ORPHAN: recreate.Outcome('skip'),
+                  LONG: _leak()},
+            {DELETED: _pass(), FIXED_BUG: _pass(), LIVE: _pass(),
+             REACH: _pass(), ORPHAN: _pass(), LONG: _pass()},
+            {FIXED_BUG: _leak()})
+
+    def test_fits_the_width_without_trailing_spaces(self):
+        lines = recreate.format_table(self._rows()).splitlines()
+        self.assertEqual(['scenario', 'vanilla', 'w/o', 'fix', 'fixed'],
+                         lines[0].split())
+        for line in lines:
+            self.assertLessEqual(len(line), recreate.WIDTH, line)
+            self.assertEqual(line.rstrip(), line)
+
+    def test_rows_under_their_class_heading(self):
+        lines = recreate.format_table(self._rows()).splitlines()
+        i = lines.index('1848343, DeletedServerTest: recreates the bug on '
+                        'vanilla nova')
+        self.assertEqual(['test_a', 'RECREATED', 'PASS'],
+                         lines[i + 1].split())
+        i = lines.index('1859496, DeleteBuildTest: fixed upstream '
+                        '(f35930eef8, nova 21.0.0): recreates the bug '
+                        'without it')
+        self.assertEqual(['test_c', 'passes', 'RECREATED', 'PASS'],
+                         lines[i + 1].split())
+        reach = [n for n, line in enumerate(lines)
+                 if line.startswith('1859496, ClaimAfterDeleteTest: out of '
+                                    'reach of any fix')]
+        self.assertEqual(1, len(reach))
+        self.assertEqual(['test_claim_after_delete_until_audit', 'leak',
+                          'shown', 'leak', 'shown'],
+                         lines[reach[0] + 1].split())
+
+    def test_a_long_name_is_cut_in_the_middle(self):
+        lines = recreate.format_table(self._rows()).splitlines()
+        long_line = [line for line in lines if '...' in line]
+        self.assertEqual(1, len(long_line))
+        self.assertTrue(long_line[0].startswith('  test_very_long_name_'))
+
+    def test_wide_has_the_full_ids(self):
+        lines = recreate.format_table(self._rows(), wide=True).splitlines()
+        self.assertEqual(['bug', 'test', 'vanilla', 'w/o', 'fix', 'fixed'],
+                         lines[0].split())
+        self.assertIn('1848343  %s' % LONG, '\n'.join(lines))
+        self.assertNotIn('...', '\n'.join(lines))
+
+    def test_no_without_column_without_fixed_upstream_scenarios(self):
+        rows = recreate.build_rows('.', {DELETED: _leak()},
+                                   {DELETED: _pass()})
+        table = recreate.format_table(rows, fixed_label='patched')
+        self.assertEqual(['scenario', 'vanilla', 'patched'],
+                         table.splitlines()[0].split())
+        self.assertNotIn('w/o fix', table)
+
+
+@mock.patch.object(recreate, 'scenario_kind', _class_kind)
+class ProgressTestCase(testtools.TestCase):
+
+    def _line(self, progress, mode, test_id, outcome, without=()):
+        out = io.StringIO()
+        progress.stream = out
+        progress(mode, without, test_id, outcome, 3, 50)
+        return out.getvalue()
+
+    def test_phase_count_and_expectation(self):
+        kinds = {t: _class_kind(t, '.') for t in (DELETED, LIVE, FIXED_BUG)}
+        progress = recreate.Progress(kinds=kinds)
+        self.assertEqual(
+            '[vanilla  3/50] RECREATED (expected)  '
+            'test_bug_1848343.DeletedServerTest.test_a\n',
+            self._line(progress, 'vanilla', DELETED, _leak()))
+        self.assertEqual(
+            '[vanilla  3/50] pass (NOT AS EXPECTED)  '
+            'test_bug_1848343.DeletedServerTest.test_a\n',
+            self._line(progress, 'vanilla', DELETED, _pass()))
+        self.assertEqual(
+            '[fixed  3/50] pass  test_bug_1848343.LiveServerTest.test_b\n',
+            self._line(progress, 'dropin', LIVE, _pass()))
+        self.assertEqual(
+            '[without f35930eef8  3/50] RECREATED (expected)  '
+            'test_bug_1859496.DeleteBuildTest.test_c\n',
+            self._line(progress, 'vanilla', FIXED_BUG, _leak(),
+                       without=('f35930eef8',)))
+
+    def test_labelled_phase(self):
+        self.assertEqual(
+            '[unit  3/50] FAIL  test_x.T.test_y\n',
+            self._line(recreate.Progress(label='unit'), 'dropin',
+                       'tests.unit.test_x.T.test_y',
+                       recreate.Outcome('fail', OTHER_TB)))
 
 
 class SummarizeTestCase(testtools.TestCase):
 
-    def test_one_line_per_scenario_not_as_expected(self):
-        rows = [{'test': DELETED, 'vanilla': 'RECREATED', 'fixed': 'PASS',
-                 'ok': True},
-                {'test': LIVE, 'vanilla': 'FAILS', 'fixed': 'PASS',
-                 'ok': False}]
+    def _summary(self, rows):
         out = io.StringIO()
         with mock.patch('sys.stdout', out):
             bad = recreate.summarize('report', rows, fixed_label='patched')
+        return bad, out.getvalue().splitlines()
+
+    def test_one_line_per_scenario_not_as_expected(self):
+        rows = [{'test': DELETED, 'vanilla': 'RECREATED', 'without': '',
+                 'fixed': 'PASS', 'ok': True},
+                {'test': LIVE, 'vanilla': 'FAILS', 'without': '',
+                 'fixed': 'PASS', 'ok': False}]
+        bad, lines = self._summary(rows)
         self.assertEqual([rows[1]], bad)
         self.assertEqual(
-            ['report: 1 scenarios as expected, 1 not',
+            ['report: 2 scenarios, 1 as expected, 1 not',
              '  NOT AS EXPECTED %s (vanilla: FAILS, patched: PASS)' % LIVE],
-            out.getvalue().splitlines())
+            lines)
+
+    def test_one_scenario(self):
+        rows = [{'test': DELETED, 'vanilla': 'RECREATED', 'without': '',
+                 'fixed': 'PASS', 'ok': True}]
+        self.assertEqual(['report: 1 scenario, 1 as expected, 0 not'],
+                         self._summary(rows)[1])
 
     def test_test_ids_map_to_their_fix(self):
         self.assertEqual(1848343, recreate.bug_of_test(DELETED))
@@ -146,3 +264,51 @@ class SummarizeTestCase(testtools.TestCase):
         self.assertEqual(('f35930eef8', 'nova 21.0.0'),
                          recreate.fixed_upstream(FIXED_BUG))
         self.assertIsNone(recreate.fixed_upstream(DELETED))
+
+
+class MainTestCase(testtools.TestCase):
+    """A user's mistake: one line on stderr, exit 2, no traceback."""
+
+    def _main(self, argv):
+        err = io.StringIO()
+        with mock.patch('sys.stderr', err):
+            rc = recreate_main.main(argv)
+        return rc, err.getvalue()
+
+    def test_tree_that_does_not_exist(self):
+        rc, err = self._main(['--tree', '/nonexistent/nova-fixes'])
+        self.assertEqual(2, rc)
+        self.assertEqual(
+            'python -m tests.recreate: --tree /nonexistent/nova-fixes: no '
+            'such directory\n', err)
+
+    def test_tree_that_is_not_nova_fixes(self):
+        tree = self.useFixture(fixtures.TempDir()).path
+        rc, err = self._main(['--tree', tree])
+        self.assertEqual(2, rc)
+        self.assertEqual(1, len(err.splitlines()))
+        self.assertIn('is not a nova-fixes source tree', err)
+        self.assertIn('give the directory that holds tox.ini', err)
+
+    def test_filter_matching_nothing(self):
+        with mock.patch.object(recreate, 'list_suite', return_value=[]):
+            rc, err = self._main(['no_such_test'])
+        self.assertEqual(
+            (2, 'python -m tests.recreate: no regression test matches '
+                'no_such_test\n'), (rc, err))
+
+    def test_unknown_flag_prints_the_runners_usage(self):
+        err = io.StringIO()
+        with mock.patch('sys.stderr', err):
+            exc = self.assertRaises(SystemExit, recreate_main.main,
+                                    ['--bogus-flag'])
+        self.assertEqual(2, exc.code)
+        self.assertTrue(err.getvalue().startswith(
+            'usage: python -m tests.recreate'))
+        self.assertIn('unrecognized arguments: --bogus-flag',
+                      err.getvalue())
+
+    def test_the_default_tree_is_this_one(self):
+        self.assertIsNone(recreate_main.check_tree(recreate_main.TREE))
+        self.assertTrue(os.path.isfile(os.path.join(recreate_main.TREE,
+                                                    'tox.ini')))
