@@ -23,4 +23,4 @@ from nova_fixes.errors import TargetMismatch  # noqa: F401
 from nova_fixes.errors import UnknownFix  # noqa: F401
 from nova_fixes.errors import UnknownSeries  # noqa: F401
 from nova_fixes.errors import UnsupportedNova  # noqa: F401
-from nova_fixes.registry import FIXES  # noqa: F401
+from nova_fixes.fixes import FIXES  # noqa: F401

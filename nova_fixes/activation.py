@@ -25,6 +25,7 @@ import threading
 
 from nova_fixes import errors
 from nova_fixes import fingerprint
+from nova_fixes import fixes
 from nova_fixes import registry
 
 LOG = logging.getLogger(__name__)
@@ -119,8 +120,8 @@ def _aliases(target, owner, name):
 
 def _select(bugs):
     if bugs is None:
-        return list(registry.FIXES)
-    return [registry.get_fix(bug) for bug in bugs]
+        return list(fixes.FIXES)
+    return [fixes.get_fix(bug) for bug in bugs]
 
 
 def _set(changes, owner, name, new):

@@ -25,6 +25,9 @@ import importlib.util
 import json
 import os
 
+from nova_fixes import fixes
+from nova_fixes import registry
+
 ABSENT = 'absent'
 _DATA = os.path.join(os.path.dirname(__file__), 'fingerprints.json')
 
@@ -103,3 +106,18 @@ def recorded():
     """{series: {target path: fingerprint}} as recorded in the package."""
     with open(_DATA, encoding='utf-8') as f:
         return json.load(f)
+
+
+def record(series, tree, data=_DATA):
+    """Record the fingerprints of every target of a series, as a nova
+    source tree of that series has them; returns them.
+    """
+    registry.check_series(series)
+    found = {target.path: of_tree(tree, target) for fix in fixes.FIXES
+             for target in registry.targets_of(fix, series)}
+    with open(data, encoding='utf-8') as f:
+        everything = json.load(f)
+    everything[series] = found
+    with open(data, 'w', encoding='utf-8') as f:
+        f.write(json.dumps(everything, indent=2, sort_keys=True) + '\n')
+    return found

@@ -10,10 +10,11 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""One record per fix: what it closes and which nova code it replaces.
+"""What a fix record is, and the supported series.
 
-This module is data only and imports no nova code, so that entry points can
-import it before nova's own monkey patching has run.
+The records themselves, one module per fix, are in nova_fixes/fixes/.
+This module imports no nova code, so that entry points can import it
+before nova's own monkey patching has run.
 """
 
 import dataclasses
@@ -84,7 +85,56 @@ class Target:
 
 
 @dataclasses.dataclass(frozen=True)
+class FixedUpstream:
+    """A regression test module of a bug nova fixed itself.
+
+    Vanilla nova passes it; a run with the fixing commit taken out
+    (NOVA_FIXES_WITHOUT=<commit>, see tests/functional/base.py) shows that
+    it catches the bug.
+    """
+    #: tests/functional/<module>.py
+    module: str
+    bug: int
+    commit: str
+    release: str
+
+
+@dataclasses.dataclass(frozen=True)
+class NovaTest:
+    """A regression test the patch adds to nova's tree, written for it
+    (tests/nova_side/<source>), each of its test methods paired with the
+    functional test (``module.Class.method``) it mirrors.
+    """
+    path: str
+    source: str
+    pairs: tuple  # ((nova test method, functional test), ...)
+
+
+@dataclasses.dataclass(frozen=True)
+class Patch:
+    """What only the fix's patch has besides the drop-ins' code.
+
+    The patch's date (its Date and DEP-3 Last-Update) is not set here: it
+    is the last change of the fix's files in git (see
+    nova_fixes.export.patch.fix_date).
+    """
+    #: File name of the patch, without its number: 0001-<slug>.patch
+    slug: str
+    subject: str
+    body: str
+    #: Commit message trailers, e.g. ('Closes-Bug: #1848343',)
+    trailers: tuple = ()
+    #: Drop-in option modules added to nova/conf.
+    conf_modules: tuple = ()
+    #: Functions (files) -> {path: text}, editing nova's existing tests.
+    test_edits: tuple = ()
+    #: DEP-3 Forwarded
+    forwarded: str = 'no'
+
+
+@dataclasses.dataclass(frozen=True)
 class Fix:
+    """Everything about one fix; see nova_fixes/fixes/."""
     #: The Launchpad bug number, or a name for a fix that has none.
     bug: object
     title: str
@@ -93,122 +143,29 @@ class Fix:
     open_upstream: bool
     upstream: str
     targets: tuple
-    #: Name of its functional test module(s): tests/functional/<name>*.py
-    test_module: str = ''
+    patch: Patch
+    #: Its functional regression test modules: tests/functional/<name>.py
+    tests: tuple = ()
+    #: Regression test modules of bugs nova fixed (FixedUpstream) that
+    #: this fix's tests complete.
+    fixed_upstream: tuple = ()
+    #: NovaTest: the nova-side regression tests its patch adds.
+    nova_tests: tuple = ()
+    #: nova's own tests (ids) that assert this bug under a FIXME: with the
+    #: fix they must fail on that assertion (tests/nova_intree).
+    nova_flips: tuple = ()
+    #: Its reno notes (releasenotes/notes/), which become nova's.
+    notes: tuple = ()
     #: The series whose originals are recorded (see fingerprints.json) and
     #: on which its tests have been seen to pass.
     series: tuple = SUPPORTED_SERIES
 
-
-FIXES = (
-    Fix(
-        bug=1848343,
-        title='Reverting migration-based allocations leaks allocations if '
-              'the server is deleted',
-        open_upstream=True,
-        upstream='open; nova test_bug_1848343 asserts the leak under a FIXME',
-        targets=(
-            Target('nova.exception:AllocationMoveTargetNotFound',
-                   'nova_fixes.exception:AllocationMoveTargetNotFound',
-                   new=True),
-            Target('nova.compute.utils:is_instance_deleted',
-                   'nova_fixes.compute.utils:is_instance_deleted',
-                   new=True),
-            Target('nova.scheduler.client.report:'
-                   'SchedulerReportClient._move_allocations_to_existing_'
-                   'consumer',
-                   'nova_fixes.scheduler.client.report:'
-                   '_move_allocations_to_existing_consumer', new=True),
-            Target('nova.scheduler.client.report:'
-                   'SchedulerReportClient.move_allocations',
-                   'nova_fixes.scheduler.client.report:move_allocations',
-                   original_as='_move_allocations_to_any_consumer'),
-            Target('nova.conductor.tasks.migrate:'
-                   'revert_allocation_for_migration',
-                   'nova_fixes.conductor.tasks.migrate:'
-                   'revert_allocation_for_migration',
-                   original_as='_move_allocations_back_to_instance'),
-            Target('nova.compute.manager:ComputeManager._revert_allocation',
-                   'nova_fixes.compute.manager:_revert_allocation'),
-        ),
-        test_module='test_bug_1848343',
-    ),
-    Fix(
-        bug='orphans',
-        title='Guests running on a compute host that nova does not know '
-              'about are never found',
-        open_upstream=True,
-        upstream='open; nova only handles guests whose record is deleted '
-                 '(running_deleted_instance_action)',
-        targets=(
-            Target('nova.compute.manager:ComputeManager.'
-                   '_cleanup_orphan_instances',
-                   'nova_fixes.compute.manager:'
-                   'orphan_instances_periodic_task',
-                   new=True, periodic=True),
-        ),
-        test_module='test_orphan_instances',
-    ),
-    Fix(
-        bug=1859496,
-        title='Servers that fail to build before reaching a compute, or '
-              'that are deleted while placement is unreachable, leak '
-              'their allocations',
-        open_upstream=True,
-        upstream='windows left by f35930eef8 (nova 21.0.0), which deletes '
-                 'the allocations when the API deletes a server in BUILD: '
-                 'the conductor\'s _cleanup_build_artifacts keeps them; a '
-                 'delete while placement is unreachable loses them',
-        targets=(
-            Target('nova.exception:PlacementUnavailableForDelete',
-                   'nova_fixes.exception:PlacementUnavailableForDelete',
-                   new=True),
-            Target('nova.conductor.manager:'
-                   'ComputeTaskManager._cleanup_build_artifacts',
-                   'nova_fixes.conductor.manager:_cleanup_build_artifacts',
-                   original_as='_error_out_build_artifacts'),
-            Target('nova.compute.api:API._attempt_delete_of_buildrequest',
-                   'nova_fixes.compute.api:'
-                   '_attempt_delete_of_buildrequest'),
-            Target('nova.api.openstack.compute.servers:'
-                   'ServersController.delete',
-                   'nova_fixes.api.openstack.compute.servers:'
-                   'ServersControllerBefore2026.delete',
-                   series=('2024.1', '2024.2', '2025.1', '2025.2')),
-            Target('nova.api.openstack.compute.servers:'
-                   'ServersController.delete',
-                   'nova_fixes.api.openstack.compute.servers:'
-                   'ServersController.delete',
-                   series=('2026.1', '2026.2')),
-        ),
-        test_module='test_bug_1859496_windows',
-    ),
-)
-
-FIXES_BY_BUG = {str(fix.bug): fix for fix in FIXES}
-
-#: Regression test modules (tests/functional/<module>.py) of bugs fixed in
-#: nova itself: {module: (commit, release)}. Vanilla nova passes them; a
-#: run with the commit taken out (NOVA_FIXES_WITHOUT=<commit>, see
-#: tests/functional/base.py) shows that they catch the bug. Keyed by
-#: module, not bug: the windows upstream's fix left open have tests of
-#: their own (test_bug_1859496_windows) that must recreate on vanilla.
-FIXED_UPSTREAM = {
-    'test_bug_1859496': ('f35930eef8', 'nova 21.0.0'),
-    # The reservations of the original report went with counted quotas
-    # (Pike); what is left of the bug (leaked allocations, mappings not
-    # queued for delete: quota drift) is what f35930eef8 closed.
-    'test_bug_1783613': ('f35930eef8', 'nova 21.0.0'),
-}
+    @property
+    def name(self):
+        """Its module in nova_fixes/fixes/: bug_<id>, or its name."""
+        return 'bug_%s' % self.bug if isinstance(self.bug, int) else self.bug
 
 
 def targets_of(fix, series):
     """The targets of a fix that apply to a series."""
     return [target for target in fix.targets if series in target.series]
-
-
-def get_fix(bug):
-    try:
-        return FIXES_BY_BUG[str(bug)]
-    except KeyError:
-        raise errors.UnknownFix(bug, sorted(FIXES_BY_BUG))

@@ -46,12 +46,74 @@ TREE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, TREE)
 
 from nova_fixes import activation  # noqa: E402
+from nova_fixes import errors  # noqa: E402
 from nova_fixes.export import patch  # noqa: E402
 from nova_fixes.export import sdist  # noqa: E402
 from nova_fixes import registry  # noqa: E402
 from tests import recreate  # noqa: E402
 #: nova's own test runs use eventlet, as nova's tox py3 env does.
 NOVA_TEST_ENV = {'OS_NOVA_DISABLE_EVENTLET_PATCHING': 'False'}
+
+
+#: nova modules whose unit tests are not (only) in test_<module>.py.
+UNIT_TESTS_OF = {
+    'nova/compute/manager.py': ('nova/tests/unit/compute/test_compute_mgr.py',
+                                'nova/tests/unit/compute/test_compute.py'),
+    'nova/compute/utils.py': ('nova/tests/unit/compute/test_utils.py',),
+    'nova/conductor/manager.py': (
+        'nova/tests/unit/conductor/test_conductor.py',),
+    'nova/conf/__init__.py': ('nova/tests/unit/conf',),
+}
+
+
+def changed_paths(series, root=None):
+    """{path: is new} of every file the series' patches change."""
+    out = {}
+    for _name, text in patch.series_patches(series, root):
+        for path, new_file, _hunks in patch.parse(text):
+            # New if the first patch that touches it creates it.
+            out.setdefault(path, new_file)
+    return out
+
+
+def _test_id(path):
+    return path[:-3].replace('/', '.') if path.endswith('.py') else \
+        path.replace('/', '.')
+
+
+def touched_tests(series, tree, root=None):
+    """(unit, functional): nova test module ids for a patched tree.
+
+    The unit tests of every nova module a patch touches (a packager's
+    build runs them), and every nova test module a patch changes or adds.
+    A touched module that existed before with no unit tests found is an
+    error: the map above must learn where they are.
+    """
+    unit, functional = set(), set()
+    for path, new in sorted(changed_paths(series, root).items()):
+        if not path.startswith('nova/') or not path.endswith('.py'):
+            continue
+        if path.startswith('nova/tests/unit/'):
+            unit.add(_test_id(path))
+            continue
+        if path.startswith('nova/tests/functional/'):
+            functional.add(_test_id(path))
+            continue
+        package, module = os.path.split(path[len('nova/'):-3])
+        unit_dir = '/'.join(filter(None, ('nova/tests/unit', package)))
+        candidates = UNIT_TESTS_OF.get(path) or (
+            '%s/test_%s.py' % (unit_dir, module),
+            '%s/test_%s_%s.py' % (unit_dir, os.path.basename(package),
+                                  module))
+        found = [c for c in candidates
+                 if os.path.exists(os.path.join(tree, c))]
+        if found:
+            unit.update(_test_id(c) for c in found)
+        elif not new:
+            raise errors.ExportError(
+                'no unit tests found for %s (looked for %s)'
+                % (path, ', '.join(candidates)))
+    return sorted(unit), sorted(functional)
 
 
 def main():
@@ -113,7 +175,7 @@ def main():
         add((len(rows) - len(bad), len(bad), 0))
 
         # 4. nova's own tests on the patched tree.
-        unit, functional = patch.touched_tests(series, nova_tree)
+        unit, functional = touched_tests(series, nova_tree)
         nova_results = {}
         runs = [('functional', functional)]
         if not args.no_nova_unit:

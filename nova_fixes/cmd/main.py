@@ -16,6 +16,7 @@ import argparse
 import sys
 
 from nova_fixes import errors
+from nova_fixes import fixes
 from nova_fixes import registry
 
 
@@ -24,7 +25,7 @@ def _list(args):
     version = activation.nova_version()
     series = activation.series_of(version)
     print('nova %s (series %s)' % (version, series))
-    for fix in registry.FIXES:
+    for fix in fixes.FIXES:
         print('bug %s: %s [upstream: %s]' % (fix.bug, fix.title,
                                              fix.upstream))
         for target in fix.targets:
@@ -43,7 +44,7 @@ def _check(args):
             str(bug) for bug in activation.active_fixes()))
         return 0
     recorded = fingerprint.recorded()
-    for fix in registry.FIXES:
+    for fix in fixes.FIXES:
         for target in fix.targets:
             activation._check(target, series, recorded)
     print('nova-fixes can activate every fix on this nova (%s)' % series)
@@ -57,6 +58,20 @@ def _tree(args):
     if args.tree:
         return args.tree
     return sdist.released_tree(args.series)
+
+
+def _fingerprints(args):
+    from nova_fixes.export import patch
+    from nova_fixes import fingerprint
+    tree = _tree(args)
+    patch.check_tree(tree)
+    patch.check_tree_series(tree, args.series)
+    found = fingerprint.record(args.series, tree)
+    print('recorded %d fingerprints of nova %s from %s in %s' % (
+        len(found), args.series, tree, fingerprint._DATA))
+    for path, value in sorted(found.items()):
+        print('  %s %s' % (value, path))
+    return 0
 
 
 def _export(args):
@@ -101,6 +116,19 @@ def parser():
     cp = sub.add_parser('check', help='check that every fix can be '
                         'activated on the installed nova, patching nothing')
     cp.set_defaults(func=_check, subparser=cp)
+    f = sub.add_parser(
+        'fingerprints', help='record the fingerprints of the nova code the '
+        'fixes replace')
+    fsub = f.add_subparsers(dest='action', required=True)
+    r = fsub.add_parser(
+        'record', help="record them from a series' nova tree into "
+        'nova_fixes/fingerprints.json')
+    r.add_argument('--series', required=True,
+                   help='one of %s' % ', '.join(registry.SUPPORTED_SERIES))
+    r.add_argument('--tree', help="a nova source tree of that series "
+                   "(default: its released sdist, downloaded with pip)")
+    r.set_defaults(func=_fingerprints, subparser=r)
+
     e = sub.add_parser(
         'export', help='write patches/<series> from the drop-ins (or, with '
         '--check, fail if it is stale)')

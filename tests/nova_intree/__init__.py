@@ -155,14 +155,10 @@ SELECTION = (
 
 #: Tests of nova that assert the leak of bug 1848343 under a FIXME (in
 #: DeletedServerAllocationRevertTest._assert_no_allocations, the source
-#: host must still have the deleted server's allocations). With the fixes
-#: that assertion must fail; see _expect_flip.
-_FLIP_CLASS = _R + '1848343.DeletedServerAllocationRevertTest'
-EXPECTED_FLIPS = frozenset(_FLIP_CLASS + '.' + name for name in (
-    'test_migration_task_rollback',
-    'test_live_migration_task_rollback',
-    'test_migrate_on_compute_fail',
-))
+#: host must still have the deleted server's allocations): each fix's
+#: nova_flips. With the fixes that assertion must fail; see _expect_flip.
+EXPECTED_FLIPS = frozenset(test for fix in nova_fixes.FIXES
+                           for test in fix.nova_flips)
 #: The frame that makes the FIXME assertion, and the call it makes.
 FLIP_FRAME = ('_assert_no_allocations', 'test_bug_1848343.py')
 FLIP_CALL = 'assertFlavorMatchesAllocation'

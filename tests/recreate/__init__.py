@@ -25,7 +25,6 @@ functions. This is test harness, not part of the installed nova_fixes.
 
 import importlib
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -35,7 +34,7 @@ import threading
 import subunit
 import testtools
 
-from nova_fixes import registry
+from nova_fixes import fixes
 from tests import common
 
 FIXED_MODE = 'dropin'
@@ -238,27 +237,40 @@ def _module_of(test_id):
     return test_id.split('.')[2] if test_id.count('.') >= 2 else ''
 
 
+def _upstream(test_id):
+    """The FixedUpstream record of a test of a bug nova fixed, or None."""
+    module = _module_of(test_id)
+    for fix in fixes.FIXES:
+        for record in fix.fixed_upstream:
+            if record.module == module:
+                return fix, record
+    return None, None
+
+
 def fixed_upstream(test_id):
     """(commit, release) if the test's module is of a bug nova fixed."""
-    return registry.FIXED_UPSTREAM.get(_module_of(test_id))
+    record = _upstream(test_id)[1]
+    return (record.commit, record.release) if record else None
 
 
 def fix_of_test(test_id):
-    """The fix a functional test id belongs to, by its module name."""
+    """The fix a functional test id belongs to, by its module's name."""
     module = _module_of(test_id)
-    for fix in registry.FIXES:
-        if fix.test_module and module.startswith(fix.test_module):
+    for fix in fixes.FIXES:
+        if module in fix.tests:
             return fix
-    return None
+    return _upstream(test_id)[0]
 
 
 def bug_of_test(test_id):
-    """The bug id a functional test id is about, by its module name."""
+    """The bug a functional test id is about: its fix's, or the bug nova
+    fixed that its module tests.
+    """
+    fix, record = _upstream(test_id)
+    if record is not None:
+        return record.bug
     fix = fix_of_test(test_id)
-    if fix is not None:
-        return fix.bug
-    match = re.search(r'\.test_bug_(\d+)', test_id)
-    return int(match.group(1)) if match else None
+    return fix.bug if fix is not None else None
 
 
 def _test_class(test_id, tree):

@@ -18,11 +18,12 @@ import testtools
 import nova_fixes
 from nova_fixes import activation
 from nova_fixes import fingerprint
+from nova_fixes import fixes
 from nova_fixes import fixture
 from nova_fixes import registry
 
 
-ALL = [fix.bug for fix in registry.FIXES]
+ALL = [fix.bug for fix in fixes.FIXES]
 
 
 def _targets(fix):
@@ -35,7 +36,7 @@ def _snapshot():
     periodic tasks of their owners.
     """
     state = {}
-    for fix in registry.FIXES:
+    for fix in fixes.FIXES:
         for target in _targets(fix):
             owner, name = activation._resolve(target.path)
             state[target.path] = vars(owner).get(name, 'MISSING')
@@ -56,7 +57,7 @@ class ActivationTestCase(testtools.TestCase):
     def test_activate_replaces_every_target(self):
         self.assertEqual(ALL, nova_fixes.activate())
         after = _snapshot()
-        for fix in registry.FIXES:
+        for fix in fixes.FIXES:
             for target in _targets(fix):
                 if target.periodic:
                     owner, name = activation._resolve(target.path)
@@ -91,7 +92,7 @@ class ActivationTestCase(testtools.TestCase):
         # The last target of the fix is the one that does not match, so
         # that every target before it has been checked and would have been
         # patched by a non-atomic activation.
-        last = [target for fix in registry.FIXES for target in fix.targets
+        last = [target for fix in fixes.FIXES for target in fix.targets
                 if not target.new][-1]
         recorded[series][last.path] = 'f' * 20
         with mock.patch.object(fingerprint, 'recorded',

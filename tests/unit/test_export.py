@@ -21,8 +21,8 @@ import testtools
 from nova_fixes.cmd import main as cli
 from nova_fixes import errors
 from nova_fixes.export import patch
-from nova_fixes.export import plans
 from nova_fixes.export import source
+from nova_fixes.fixes import bug_1848343
 from nova_fixes import registry
 
 NOVA_MODULE = textwrap.dedent('''\
@@ -126,7 +126,7 @@ class _Fixture(fixtures.Fixture):
 
 def _fix(*targets):
     return registry.Fix(bug=1, title='t', open_upstream=True, upstream='',
-                        targets=targets)
+                        targets=targets, patch=PLAN)
 
 
 class ExportSourceTestCase(testtools.TestCase):
@@ -263,7 +263,7 @@ class NovaTestEditsTestCase(testtools.TestCase):
 
     def test_flip_the_fixme(self):
         path = 'nova/tests/functional/regressions/test_bug_1848343.py'
-        text = plans.flip_1848343_fixme({path: self.FIXME_TEST})[path]
+        text = bug_1848343.flip_1848343_fixme({path: self.FIXME_TEST})[path]
         self.assertNotIn('FIXME', text)
         self.assertNotIn('assertFlavorMatchesAllocation', text)
         self.assertIn('            allocations = self._get(rp)\n'
@@ -274,7 +274,7 @@ class NovaTestEditsTestCase(testtools.TestCase):
     def test_flip_refuses_a_test_without_the_fixme(self):
         path = 'nova/tests/functional/regressions/test_bug_1848343.py'
         e = self.assertRaises(
-            errors.ExportError, plans.flip_1848343_fixme,
+            errors.ExportError, bug_1848343.flip_1848343_fixme,
             {path: self.FIXME_TEST.replace('FIXME', 'NOTE')})
         self.assertIn('has no FIXME', str(e))
 
@@ -286,16 +286,15 @@ class NovaTestEditsTestCase(testtools.TestCase):
                 client.move_allocations.assert_called_once_with(
                     ctx, a, b, target_consumer_generation_required=True)
             ''')
-        new = plans._add_required_keyword(text)
+        new = bug_1848343._add_required_keyword(text)
         self.assertIn('ctx, self.migration.uuid, self.instance.uuid,\n'
                       '        target_consumer_generation_required=True)',
                       new)
         self.assertEqual(2, new.count('target_consumer_generation_required'))
 
 
-PLAN = plans.Plan(bug=1, slug='Fix-it', subject='Fix it',
-                  body='Because.', trailers=('Closes-Bug: #1',),
-                  updated='2026-11-30')
+PLAN = registry.Patch(slug='Fix-it', subject='Fix it', body='Because.',
+                      trailers=('Closes-Bug: #1',))
 
 
 def _nova_tree(root, text='a\nb\nc\nd\ne\nf\ng\n'):
@@ -321,7 +320,8 @@ class PatchFileTestCase(testtools.TestCase):
                   'nova/new.py': None}
         changes = {'nova/compute/api.py': 'a\nb\nc\nD\ne\nf\ng\n',
                    'nova/new.py': 'x = 1\n'}
-        self.patch = patch.Patch(1, 1, PLAN, changes, before)
+        self.patch = patch.Patch(1, 1, PLAN, changes, before,
+                                 '2026-11-30')
         self.patches = os.path.join(self.root, 'patches', '2026.2')
         os.makedirs(self.patches)
         with open(os.path.join(self.patches, self.patch.name), 'w') as f:
@@ -397,16 +397,3 @@ class PatchFileTestCase(testtools.TestCase):
         self.assertEqual(2, rc)
         stderr.seek(0)
         self.assertIn("unknown nova series 'master'", stderr.read())
-
-
-class CommittedPatchesTestCase(testtools.TestCase):
-    """patches/ in this tree: one set per series, each listed in order."""
-
-    def test_every_series_has_its_patches(self):
-        for series in registry.SUPPORTED_SERIES:
-            names = [n for n, _t in patch.series_patches(series)]
-            self.assertEqual(len(registry.FIXES), len(names), series)
-            for number, (name, fix) in enumerate(zip(names,
-                                                     registry.FIXES), 1):
-                self.assertTrue(name.startswith('%04d-%s' % (
-                    number, plans.plan_of(fix).slug)), name)

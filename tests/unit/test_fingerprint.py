@@ -14,6 +14,7 @@ import testtools
 
 from nova_fixes import activation
 from nova_fixes import fingerprint
+from nova_fixes import fixes
 from nova_fixes import registry
 
 SOURCE = '''
@@ -61,7 +62,7 @@ class Client(object):
             self.skipTest('nova %s is not the release recorded for %s'
                           % (version, series))
         recorded = fingerprint.recorded()[series]
-        for fix in registry.FIXES:
+        for fix in fixes.FIXES:
             for target in fix.targets:
                 self.assertEqual(recorded[target.path],
                                  fingerprint.of_installed(target),
@@ -69,7 +70,7 @@ class Client(object):
 
     def test_every_target_is_recorded_for_every_series_of_its_fix(self):
         recorded = fingerprint.recorded()
-        for fix in registry.FIXES:
+        for fix in fixes.FIXES:
             for series in fix.series:
                 for target in fix.targets:
                     self.assertIn(target.path, recorded[series])

@@ -17,6 +17,7 @@ import inspect
 import testtools
 
 from nova_fixes import activation
+from nova_fixes import fixes
 from nova_fixes import registry
 
 #: Parameters a drop-in adds, keyword with a default, after nova's own.
@@ -30,7 +31,7 @@ class SignatureTestCase(testtools.TestCase):
 
     def test_replacements_keep_nova_signatures(self):
         series = activation.series_of(activation.nova_version())
-        for fix in registry.FIXES:
+        for fix in fixes.FIXES:
             for target in registry.targets_of(fix, series):
                 if target.new:
                     continue

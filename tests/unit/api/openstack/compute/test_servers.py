@@ -22,6 +22,7 @@ import webob
 
 from nova_fixes import activation
 from nova_fixes import exception as fixes_exception
+from nova_fixes import fixes
 from nova_fixes import registry
 
 UUID = 'e2f1a3c4-0000-4000-8000-000000000001'
@@ -41,7 +42,7 @@ class _Request(object):
 def _dropin():
     """The drop-in that the running nova's series takes."""
     series = activation.series_of(activation.nova_version())
-    targets = [t for t in registry.targets_of(registry.get_fix(1859496),
+    targets = [t for t in registry.targets_of(fixes.get_fix(1859496),
                                               series) if t.path == PATH]
     return activation._replacement(targets[0])
 
@@ -67,7 +68,7 @@ class ServersControllerDeleteTestCase(testtools.TestCase):
     def test_one_drop_in_per_series(self):
         for series in registry.SUPPORTED_SERIES:
             self.assertEqual(1, len([
-                t for t in registry.targets_of(registry.get_fix(1859496),
+                t for t in registry.targets_of(fixes.get_fix(1859496),
                                                series) if t.path == PATH]),
                 series)
 

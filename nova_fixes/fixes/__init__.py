@@ -1,0 +1,37 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The fixes, one module per fix, named after it (bug_<id>.py, or the
+fix's name when it has no bug): each holds the fix's record (FIX) with
+everything about it. FIXES is their order, which is the order of the
+patches of every series.
+"""
+
+from nova_fixes import errors
+from nova_fixes.fixes import bug_1848343
+from nova_fixes.fixes import bug_1859496
+from nova_fixes.fixes import orphans
+
+FIXES = (
+    bug_1848343.FIX,
+    orphans.FIX,
+    bug_1859496.FIX,
+)
+
+FIXES_BY_BUG = {str(fix.bug): fix for fix in FIXES}
+
+
+def get_fix(bug):
+    try:
+        return FIXES_BY_BUG[str(bug)]
+    except KeyError:
+        raise errors.UnknownFix(bug, sorted(FIXES_BY_BUG))

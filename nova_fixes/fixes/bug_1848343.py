@@ -1,0 +1,186 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Bug 1848343: reverting a migration's allocations leaks them if the
+server is deleted.
+
+https://bugs.launchpad.net/nova/+bug/1848343
+"""
+
+import ast
+import textwrap
+
+from nova_fixes import errors
+from nova_fixes.export import edits
+from nova_fixes import registry
+
+COMMIT_MESSAGE = """\
+When a cold migration, resize or live migration fails or is reverted,
+the allocations the migration consumer holds on the source node are
+moved back to the instance consumer. If the server was deleted during
+the move, its instance consumer is gone from placement, and
+move_allocations created it again: the source node's resources stay
+allocated to a server that no longer exists, forever, since nothing
+deletes the allocations of a deleted server's consumer again.
+
+move_allocations gains target_consumer_generation_required: when the
+caller requires it, the target consumer must exist and its generation
+is passed to placement with the move, so a target deleted concurrently
+makes placement refuse the write. A missing target gets nothing; the
+source consumer's allocations are removed and
+AllocationMoveTargetNotFound is raised.
+
+The compute's _revert_allocation requires it: during a move the
+instance consumer holds the destination allocations, so it exists
+unless the server was deleted. The conductor's rollback runs when the
+instance consumer has no allocations at all (the conductor moved them
+to the migration), so it asks the cell database instead, before the
+move and again after it: every delete path records DELETING or DELETED
+before it removes the allocations, so a delete landing between the two
+questions is seen by the second one.
+
+nova's regression test for the bug asserted the leak under a FIXME; it
+now asserts that no allocation is left."""
+
+
+def flip_1848343_fixme(files):
+    """nova's test_bug_1848343 asserts the leak under a FIXME: flip it.
+
+    In _assert_no_allocations, the branch that expects the deleted
+    server's flavor to be allocated on its source host is the bug; with
+    the fix, no provider has allocations, which is what the else branch
+    asserts. The FIXME comment above the branch goes with it.
+    """
+    path = 'nova/tests/functional/regressions/test_bug_1848343.py'
+
+    def edit(text):
+        tree = ast.parse(text)
+        func = edits.function(tree, '_assert_no_allocations')
+        branch = None
+        for node in ast.walk(func) if func else ():
+            if (isinstance(node, ast.If) and node.orelse and
+                    edits.calls(ast.Module(body=node.body, type_ignores=[]),
+                           'assertFlavorMatchesAllocation')):
+                branch = node
+        if branch is None:
+            raise errors.ExportError(
+                '%s: no FIXME branch asserting the leak of bug 1848343 in '
+                '_assert_no_allocations' % path)
+        lines = text.splitlines(True)
+        start = branch.lineno - 1
+        while lines[start - 1].strip().startswith('#'):
+            start -= 1
+        if 'FIXME' not in ''.join(lines[start:branch.lineno - 1]):
+            raise errors.ExportError('%s: the branch asserting the leak of '
+                                     'bug 1848343 has no FIXME' % path)
+        first, last = branch.orelse[0].lineno, branch.orelse[-1].end_lineno
+        kept = textwrap.dedent(''.join(lines[first - 1:last]))
+        indent = ' ' * branch.col_offset
+        kept = textwrap.indent(kept, indent)
+        return ''.join(lines[:start]) + kept + ''.join(
+            lines[branch.end_lineno:])
+
+    return edits.edit_python(files, path, edit)
+
+
+def revert_allocation_assertions(files):
+    """nova's unit tests of _revert_allocation: the new keyword.
+
+    The compute now requires the instance consumer to exist when it moves
+    a migration's allocations back: the assertions on that call to
+    move_allocations (three positional arguments, no keyword) expect
+    target_consumer_generation_required=True.
+    """
+    changed = {}
+    for path in ('nova/tests/unit/compute/test_compute_mgr.py',
+                 'nova/tests/unit/compute/test_compute.py'):
+        changed.update(edits.edit_python(files, path, _add_required_keyword))
+    return changed
+
+
+def _add_required_keyword(text):
+    lines = text.splitlines(True)
+    found = []
+    for node in ast.walk(ast.parse(text)):
+        if (isinstance(node, ast.Call) and
+                isinstance(node.func, ast.Attribute) and
+                node.func.attr == 'assert_called_once_with' and
+                isinstance(node.func.value, ast.Attribute) and
+                node.func.value.attr == 'move_allocations' and
+                len(node.args) == 3 and not node.keywords):
+            found.append(node)
+    if not found:
+        raise errors.ExportError('no assertion on the move_allocations call '
+                                 'of _revert_allocation to update')
+    for node in sorted(found, key=lambda n: -n.end_lineno):
+        last = node.args[-1]
+        line = lines[last.end_lineno - 1]
+        indent = ' ' * node.args[0].col_offset
+        lines[last.end_lineno - 1] = (
+            line[:last.end_col_offset] + ',\n' + indent +
+            'target_consumer_generation_required=True' +
+            line[last.end_col_offset:])
+    return ''.join(lines)
+
+
+FIX = registry.Fix(
+    bug=1848343,
+    title='Reverting migration-based allocations leaks allocations if '
+          'the server is deleted',
+    open_upstream=True,
+    upstream='open; nova test_bug_1848343 asserts the leak under a FIXME',
+    targets=(
+        registry.Target('nova.exception:AllocationMoveTargetNotFound',
+                        'nova_fixes.exception:AllocationMoveTargetNotFound',
+                        new=True),
+        registry.Target('nova.compute.utils:is_instance_deleted',
+                        'nova_fixes.compute.utils:is_instance_deleted',
+                        new=True),
+        registry.Target('nova.scheduler.client.report:'
+                        'SchedulerReportClient._move_allocations_to_'
+                        'existing_consumer',
+                        'nova_fixes.scheduler.client.report:'
+                        '_move_allocations_to_existing_consumer', new=True),
+        registry.Target('nova.scheduler.client.report:'
+                        'SchedulerReportClient.move_allocations',
+                        'nova_fixes.scheduler.client.report:'
+                        'move_allocations',
+                        original_as='_move_allocations_to_any_consumer'),
+        registry.Target('nova.conductor.tasks.migrate:'
+                        'revert_allocation_for_migration',
+                        'nova_fixes.conductor.tasks.migrate:'
+                        'revert_allocation_for_migration',
+                        original_as='_move_allocations_back_to_instance'),
+        registry.Target('nova.compute.manager:'
+                        'ComputeManager._revert_allocation',
+                        'nova_fixes.compute.manager:_revert_allocation'),
+    ),
+    tests=('test_bug_1848343', 'test_bug_1848343_more'),
+    # In DeletedServerAllocationRevertTest._assert_no_allocations, the
+    # source host must still have the deleted server's allocations.
+    nova_flips=tuple(
+        'nova.tests.functional.regressions.test_bug_1848343.'
+        'DeletedServerAllocationRevertTest.' + name for name in (
+            'test_migration_task_rollback',
+            'test_live_migration_task_rollback',
+            'test_migrate_on_compute_fail',
+        )),
+    notes=('bug-1848343-revert-allocations-deleted-server-'
+           '5c1e0d7a2b9f4e61.yaml',),
+    patch=registry.Patch(
+        slug='Do-not-leak-allocations-reverting-a-deleted-server-s-move',
+        subject="Do not leak allocations reverting a deleted server's move",
+        body=COMMIT_MESSAGE,
+        trailers=('Closes-Bug: #1848343',),
+        test_edits=(flip_1848343_fixme, revert_allocation_assertions),
+    ),
+)

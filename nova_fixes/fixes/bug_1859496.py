@@ -1,0 +1,164 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Bug 1859496: servers that fail to build before reaching a compute, or
+that are deleted while placement is unreachable, leak their allocations.
+
+https://bugs.launchpad.net/nova/+bug/1859496 (and 1783613, whose modern
+form nova's f35930eef8 closed with it)
+"""
+
+import ast
+
+from nova_fixes import errors
+from nova_fixes.export import edits
+from nova_fixes import registry
+
+COMMIT_MESSAGE = """\
+Commit f35930eef8 made the API delete the allocations of a server it
+deletes while the server is still being built. Two ways remain for the
+scheduler's claim to outlive a server that never reached a compute host:
+
+* When schedule_and_build_instances gives up after the scheduler claimed
+  (the quota recheck fails, or filling the resource provider mapping of
+  an instance fails), _cleanup_build_artifacts puts the instances in
+  ERROR and destroys their build requests, but keeps their allocations:
+  the servers hold capacity on a host where they never ran, and count as
+  the user's cores and RAM with [quota]count_usage_from_placement. The
+  conductor now deletes the allocations of the instances it had not
+  handed to a compute yet (those whose instance mapping has no cell);
+  a failure to do so is logged and does not change the build's outcome.
+
+* When placement cannot be reached while the API deletes such a server,
+  the build request is destroyed first and the failure to delete the
+  allocations is only logged: nothing names them any more. The API now
+  deletes the allocations before the build request, and if that fails it
+  refuses the delete with PlacementUnavailableForDelete, returned by the
+  servers controller as 503 Service Unavailable: nothing was destroyed,
+  and deleting the server again once placement answers completes it.
+
+A claim that lands after the API deleted the server, when the conductor
+that asked for it dies before it notices, stays out of reach of both:
+nova-manage placement audit --delete finds it (see the release note)."""
+
+
+#: nova unit tests that delete a build request with no placement to talk
+#: to: the allocations are now deleted first, and an unreachable placement
+#: refuses the delete, so they get a report client that succeeds.
+BUILD_REQUEST_DELETE_TESTS = (
+    ('nova/tests/unit/compute/test_api.py',
+     ('test_attempt_delete_of_buildrequest_success',
+      'test_attempt_delete_of_buildrequest_already_deleted')),
+    ('nova/tests/unit/compute/test_compute.py',
+     ('test_delete_while_booting_instance_not_in_cell_db_cellsv2',)),
+)
+
+
+def build_request_tests_mock_placement(files):
+    """Give nova's unit tests of the build request delete a placement."""
+    changed = {}
+    for path, names in BUILD_REQUEST_DELETE_TESTS:
+
+        def edit(text, names=names):
+            lines = text.splitlines(True)
+            tree = ast.parse(text)
+            for name in names:
+                func = edits.function(tree, name)
+                if func is None:
+                    raise errors.ExportError('%s: no test %s' % (path, name))
+            for func in sorted((edits.function(tree, n) for n in names),
+                               key=lambda f: -f.lineno):
+                indent = ' ' * func.col_offset
+                lines.insert(func.lineno - 1, (
+                    "%s@mock.patch('nova.scheduler.client.report."
+                    "SchedulerReportClient.'\n"
+                    "%s            'delete_allocation_for_instance',\n"
+                    "%s            new=mock.Mock(return_value=True))\n"
+                    % (indent, indent, indent)))
+            return ''.join(lines)
+
+        changed.update(edits.edit_python(files, path, edit))
+    return changed
+
+
+FIX = registry.Fix(
+    bug=1859496,
+    title='Servers that fail to build before reaching a compute, or '
+          'that are deleted while placement is unreachable, leak '
+          'their allocations',
+    open_upstream=True,
+    upstream='windows left by f35930eef8 (nova 21.0.0), which deletes '
+             'the allocations when the API deletes a server in BUILD: '
+             'the conductor\'s _cleanup_build_artifacts keeps them; a '
+             'delete while placement is unreachable loses them',
+    targets=(
+        registry.Target('nova.exception:PlacementUnavailableForDelete',
+                        'nova_fixes.exception:PlacementUnavailableForDelete',
+                        new=True),
+        registry.Target('nova.conductor.manager:'
+                        'ComputeTaskManager._cleanup_build_artifacts',
+                        'nova_fixes.conductor.manager:'
+                        '_cleanup_build_artifacts',
+                        original_as='_error_out_build_artifacts'),
+        registry.Target('nova.compute.api:'
+                        'API._attempt_delete_of_buildrequest',
+                        'nova_fixes.compute.api:'
+                        '_attempt_delete_of_buildrequest'),
+        # nova 33 (2026.1) added a response schema to the method: a drop-in
+        # per form.
+        registry.Target('nova.api.openstack.compute.servers:'
+                        'ServersController.delete',
+                        'nova_fixes.api.openstack.compute.servers:'
+                        'ServersControllerBefore2026.delete',
+                        series=('2024.1', '2024.2', '2025.1', '2025.2')),
+        registry.Target('nova.api.openstack.compute.servers:'
+                        'ServersController.delete',
+                        'nova_fixes.api.openstack.compute.servers:'
+                        'ServersController.delete',
+                        series=('2026.1', '2026.2')),
+    ),
+    tests=('test_bug_1859496_windows',),
+    fixed_upstream=(
+        registry.FixedUpstream('test_bug_1859496', 1859496, 'f35930eef8',
+                               'nova 21.0.0'),
+        # The reservations of the original report went with counted quotas
+        # (Pike); what is left of the bug (leaked allocations, mappings not
+        # queued for delete: quota drift) is what f35930eef8 closed.
+        registry.FixedUpstream('test_bug_1783613', 1783613, 'f35930eef8',
+                               'nova 21.0.0'),
+    ),
+    nova_tests=(
+        registry.NovaTest(
+            'nova/tests/functional/regressions/test_bug_1859496.py',
+            'test_bug_1859496.py',
+            pairs=(
+                ('test_quota_recheck_failure_drops_the_claim',
+                 'test_bug_1859496_windows.BuildCleanupQuotaRecheckTest.'
+                 'test_quota_recheck_fails'),
+                ('test_delete_while_placement_is_unreachable_is_refused',
+                 'test_bug_1859496_windows.'
+                 'DeleteWhilePlacementUnreachableTest.'
+                 'test_retry_while_the_conductor_waits'),
+            )),
+    ),
+    notes=('bug-1859496-conductor-build-cleanup-e1c495f169030405.yaml',
+           'bug-1859496-delete-placement-unreachable-a4624a407dbf0447.yaml',
+           'bug-1859496-claim-after-delete-1364567135489ce0.yaml'),
+    patch=registry.Patch(
+        slug='Do-not-leak-allocations-of-servers-that-never-reached-a-compute',
+        subject='Do not leak allocations of servers that never reached a '
+                    'compute',
+        body=COMMIT_MESSAGE,
+        trailers=('Closes-Bug: #1859496', 'Related-Bug: #1783613'),
+        test_edits=(build_request_tests_mock_placement,),
+    ),
+)

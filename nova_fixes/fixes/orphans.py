@@ -1,0 +1,84 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Orphan instances: guests running on a compute host that nova does not
+account for there are never found (no Launchpad bug; nova's
+running_deleted_instance_action only handles deleted records).
+"""
+
+from nova_fixes import registry
+
+COMMIT_MESSAGE = """\
+A guest running on a compute host that nova does not account for there
+runs unseen: _cleanup_running_deleted_instances only finds guests whose
+instance record is deleted but still present. A guest whose record was
+archived or purged, or was never created by nova, and the duplicate a
+failed live migration cleanup leaves on the source host (its live
+record names the destination), keep running and using the host's
+resources.
+
+The new _cleanup_orphan_instances periodic task classifies the guests
+of the hypervisor against the cell database in a constant number of
+queries, and acts on the ones that are orphans as
+[orphan_instances]action says: log (the default), stop or reap. A
+guest is only acted upon after it was seen as an orphan for
+grace_period seconds, at most max_actions_per_run a run; a migration
+in progress involving the host, or any task_state, protects it; a
+failed lookup makes the run decide nothing. Reaping destroys the guest
+on this host only: its disks are kept, no volume is detached and no
+port is unbound."""
+
+FIX = registry.Fix(
+    bug='orphans',
+    title='Guests running on a compute host that nova does not know '
+          'about are never found',
+    open_upstream=True,
+    upstream='open; nova only handles guests whose record is deleted '
+             '(running_deleted_instance_action)',
+    targets=(
+        registry.Target('nova.compute.manager:ComputeManager.'
+                        '_cleanup_orphan_instances',
+                        'nova_fixes.compute.manager:'
+                        'orphan_instances_periodic_task',
+                        new=True, periodic=True),
+    ),
+    tests=('test_orphan_instances',),
+    nova_tests=(
+        registry.NovaTest(
+            'nova/tests/functional/compute/test_orphan_instances.py',
+            'test_orphan_instances.py',
+            pairs=(
+                ('test_default_only_logs',
+                 'test_orphan_instances.OrphanInstancesSafetyTest.'
+                 'test_log_is_the_default_and_changes_nothing'),
+                ('test_unknown_guest_stopped',
+                 'test_orphan_instances.OrphanInstancesTest.'
+                 'test_unknown_guest_is_stopped'),
+                ('test_unknown_guest_reaped_after_grace_period',
+                 'test_orphan_instances.OrphanInstancesSafetyTest.'
+                 'test_grace_period'),
+                ('test_foreign_guest_reaped_without_its_disks',
+                 'test_orphan_instances.OrphanInstancesTest.'
+                 'test_live_migration_whose_source_cleanup_failed'),
+                ('test_migration_in_progress_protects_the_guest',
+                 'test_orphan_instances.OrphanInstancesSafetyTest.'
+                 'test_migration_in_progress_protects_the_guest'),
+            )),
+    ),
+    notes=('orphan-instances-periodic-task-8d41c6f0a97e2b35.yaml',),
+    patch=registry.Patch(
+        slug='Add-a-periodic-task-for-orphan-instances',
+        subject='Add a periodic task for orphan instances',
+        body=COMMIT_MESSAGE,
+        conf_modules=('nova_fixes.conf.orphan_instances',),
+    ),
+)
