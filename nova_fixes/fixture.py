@@ -31,5 +31,5 @@ class NovaFixes(fixtures.Fixture):
     def _setUp(self):
         activated = activation.activate(self.bugs)
         if activated:
-            self.addCleanup(activation.deactivate)
+            self.addCleanup(activation.deactivate, activated)
         self.activated = activated

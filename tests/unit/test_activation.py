@@ -218,3 +218,42 @@ class FixtureTestCase(testtools.TestCase):
         with fixture.NovaFixes():
             pass
         self.assertEqual(ALL, nova_fixes.active_fixes())
+
+    def test_fixture_undoes_only_what_it_did(self):
+        """Fix A activated in the process, the fixture activates B: after
+        its cleanup A is still active, B is not.
+        """
+        before = _snapshot()
+        self.assertEqual([1848343], nova_fixes.activate([1848343]))
+        self.addCleanup(nova_fixes.deactivate)
+        outer = _snapshot()
+        with fixture.NovaFixes() as fix:
+            self.assertEqual(['orphans', 1859496], fix.activated)
+            self.assertEqual(ALL, nova_fixes.active_fixes())
+        self.assertEqual([1848343], nova_fixes.active_fixes())
+        self.assertEqual(outer, _snapshot())
+        nova_fixes.deactivate()
+        self.assertEqual(before, _snapshot())
+
+
+class DeactivateTestCase(testtools.TestCase):
+
+    def setUp(self):
+        super(DeactivateTestCase, self).setUp()
+        self.addCleanup(nova_fixes.deactivate)
+        self.before = _snapshot()
+
+    def test_deactivate_some_keeps_the_others(self):
+        nova_fixes.activate()
+        self.assertEqual([1859496], nova_fixes.deactivate([1859496]))
+        self.assertEqual([1848343, 'orphans'], nova_fixes.active_fixes())
+        from nova.api.openstack.compute import servers
+        self.assertIs(self.before[
+            'nova.api.openstack.compute.servers:ServersController.delete'],
+            vars(servers.ServersController)['delete'])
+        self.assertEqual([], nova_fixes.deactivate([1859496]))
+        self.assertEqual([1848343, 'orphans'], nova_fixes.deactivate())
+        self.assertEqual(self.before, _snapshot())
+
+    def test_deactivate_an_unknown_fix(self):
+        self.assertRaises(nova_fixes.UnknownFix, nova_fixes.deactivate, [1])
