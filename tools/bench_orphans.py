@@ -73,7 +73,7 @@ class OrphanScanBenchmark(test_orphan_instances._OrphanTestBase):
         return statements.count, cpu
 
     def test_scan(self):
-        from nova_fixes.compute import manager as fixes_manager
+        from nova_fixes.nova.compute import manager as fixes_manager
         self.flags(action='log', group='orphan_instances')
         self.flags(running_deleted_instance_action='log')
         driver = self.computes['host1'].manager.driver

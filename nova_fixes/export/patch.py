@@ -22,6 +22,7 @@ the nova tree: no user, no randomness, so ``check`` can rebuild and
 compare.
 """
 
+import collections
 import datetime
 import difflib
 import email.utils
@@ -269,7 +270,7 @@ def build(series, tree):
     out = []
     for number, fix in enumerate(selected, 1):
         changes = {}
-        view = _View(files, changes)
+        view = collections.ChainMap(changes, files)
         changes.update(source.export_fix_code(fix, view, series))
         for module in fix.patch.conf_modules:
             changes.update(source.export_conf_module(module, view))
@@ -291,23 +292,6 @@ def build(series, tree):
                          fix_date(fix)))
         files.update(changes)
     return out
-
-
-class _View(dict):
-    """The tree as the patch being built sees it: its own changes first."""
-
-    def __init__(self, files, changes):
-        super().__init__()
-        self.files = files
-        self.changes = changes
-
-    def __getitem__(self, path):
-        if path in self.changes:
-            return self.changes[path]
-        return self.files[path]
-
-    def __contains__(self, path):
-        return path in self.changes or path in self.files
 
 
 def patches_dir(series, root=None):
@@ -486,7 +470,7 @@ def verify(series, tree, root=None, write_tree=False):
     state = {}
     names = []
     for name, text in series_patches(series, root):
-        view = _View(files, state)
+        view = collections.ChainMap(state, files)
         state.update(apply_to(view, name, text))
         names.append(name)
     if write_tree:

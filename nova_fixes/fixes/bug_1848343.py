@@ -140,29 +140,29 @@ FIX = registry.Fix(
     upstream='open; nova test_bug_1848343 asserts the leak under a FIXME',
     targets=(
         registry.Target('nova.exception:AllocationMoveTargetNotFound',
-                        'nova_fixes.exception:AllocationMoveTargetNotFound',
-                        new=True),
+                        'nova_fixes.nova.exception:'
+                        'AllocationMoveTargetNotFound', new=True),
         registry.Target('nova.compute.utils:is_instance_deleted',
-                        'nova_fixes.compute.utils:is_instance_deleted',
+                        'nova_fixes.nova.compute.utils:is_instance_deleted',
                         new=True),
         registry.Target('nova.scheduler.client.report:'
                         'SchedulerReportClient._move_allocations_to_'
                         'existing_consumer',
-                        'nova_fixes.scheduler.client.report:'
+                        'nova_fixes.nova.scheduler.client.report:'
                         '_move_allocations_to_existing_consumer', new=True),
         registry.Target('nova.scheduler.client.report:'
                         'SchedulerReportClient.move_allocations',
-                        'nova_fixes.scheduler.client.report:'
+                        'nova_fixes.nova.scheduler.client.report:'
                         'move_allocations',
                         original_as='_move_allocations_to_any_consumer'),
         registry.Target('nova.conductor.tasks.migrate:'
                         'revert_allocation_for_migration',
-                        'nova_fixes.conductor.tasks.migrate:'
+                        'nova_fixes.nova.conductor.tasks.migrate:'
                         'revert_allocation_for_migration',
                         original_as='_move_allocations_back_to_instance'),
         registry.Target('nova.compute.manager:'
                         'ComputeManager._revert_allocation',
-                        'nova_fixes.compute.manager:_revert_allocation'),
+                        'nova_fixes.nova.compute.manager:_revert_allocation'),
     ),
     tests=('test_bug_1848343', 'test_bug_1848343_more'),
     # In DeletedServerAllocationRevertTest._assert_no_allocations, the

@@ -102,27 +102,27 @@ FIX = registry.Fix(
              'delete while placement is unreachable loses them',
     targets=(
         registry.Target('nova.exception:PlacementUnavailableForDelete',
-                        'nova_fixes.exception:PlacementUnavailableForDelete',
-                        new=True),
+                        'nova_fixes.nova.exception:'
+                        'PlacementUnavailableForDelete', new=True),
         registry.Target('nova.conductor.manager:'
                         'ComputeTaskManager._cleanup_build_artifacts',
-                        'nova_fixes.conductor.manager:'
+                        'nova_fixes.nova.conductor.manager:'
                         '_cleanup_build_artifacts',
                         original_as='_error_out_build_artifacts'),
         registry.Target('nova.compute.api:'
                         'API._attempt_delete_of_buildrequest',
-                        'nova_fixes.compute.api:'
+                        'nova_fixes.nova.compute.api:'
                         '_attempt_delete_of_buildrequest'),
         # nova 33 (2026.1) added a response schema to the method: a drop-in
         # per form.
         registry.Target('nova.api.openstack.compute.servers:'
                         'ServersController.delete',
-                        'nova_fixes.api.openstack.compute.servers:'
+                        'nova_fixes.nova.api.openstack.compute.servers:'
                         'ServersControllerBefore2026.delete',
                         series=('2024.1', '2024.2', '2025.1', '2025.2')),
         registry.Target('nova.api.openstack.compute.servers:'
                         'ServersController.delete',
-                        'nova_fixes.api.openstack.compute.servers:'
+                        'nova_fixes.nova.api.openstack.compute.servers:'
                         'ServersController.delete',
                         series=('2026.1', '2026.2')),
     ),

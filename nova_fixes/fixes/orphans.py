@@ -47,7 +47,7 @@ FIX = registry.Fix(
     targets=(
         registry.Target('nova.compute.manager:ComputeManager.'
                         '_cleanup_orphan_instances',
-                        'nova_fixes.compute.manager:'
+                        'nova_fixes.nova.compute.manager:'
                         'orphan_instances_periodic_task',
                         new=True, periodic=True),
     ),

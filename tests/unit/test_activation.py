@@ -154,7 +154,7 @@ class ActivationTestCase(testtools.TestCase):
         from nova.conductor.tasks import migrate
         from nova.scheduler.client import report
 
-        from nova_fixes.conductor.tasks import migrate as dropin_migrate
+        from nova_fixes.nova.conductor.tasks import migrate as dropin_migrate
         client = report.SchedulerReportClient
         before = vars(client)['move_allocations']
         revert = migrate.revert_allocation_for_migration

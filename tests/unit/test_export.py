@@ -235,7 +235,7 @@ class ExportSourceTestCase(testtools.TestCase):
 class PeriodicExportTestCase(testtools.TestCase):
 
     def test_the_real_orphan_task_becomes_a_decorated_method(self):
-        dropin = source.DropIn('nova_fixes.compute.manager')
+        dropin = source.DropIn('nova_fixes.nova.compute.manager')
         node, decorator = dropin.periodic('orphan_instances_periodic_task')
         self.assertEqual('_cleanup_orphan_instances', node.name)
         self.assertEqual(

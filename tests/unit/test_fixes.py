@@ -54,8 +54,8 @@ class FixRecordsTestCase(testtools.TestCase):
         for fix in fixes.FIXES:
             for target in fix.targets:
                 module, attribute = target.replacement.split(':')
-                self.assertEqual('nova_fixes' + target.module[len('nova'):],
-                                 module, target.path)
+                self.assertEqual('nova_fixes.' + target.module, module,
+                                 target.path)
                 tree = ast.parse(source.dropin_source(module))
                 self.assertIsNotNone(source.find(tree.body, attribute),
                                      target.replacement)

@@ -17,9 +17,9 @@ from nova import exception
 from nova import objects
 import testtools
 
-from nova_fixes.compute import api
-from nova_fixes import exception as fixes_exception
 from nova_fixes import fixture
+from nova_fixes.nova.compute import api
+from nova_fixes.nova import exception as fixes_exception
 
 UUID = 'e2f1a3c4-0000-4000-8000-000000000001'
 

@@ -15,8 +15,8 @@ from unittest import mock
 from nova import exception
 import testtools
 
-from nova_fixes.compute import manager
 from nova_fixes import fixture
+from nova_fixes.nova.compute import manager
 
 
 class RevertAllocationTestCase(testtools.TestCase):

@@ -17,7 +17,7 @@ from nova.compute import vm_states
 from nova import exception
 import testtools
 
-from nova_fixes.compute import utils
+from nova_fixes.nova.compute import utils
 
 
 class IsInstanceDeletedTestCase(testtools.TestCase):

@@ -16,7 +16,7 @@ from nova import exception
 from nova import objects
 import testtools
 
-from nova_fixes.conductor import manager
+from nova_fixes.nova.conductor import manager
 
 
 def _mapping(uuid, cell):

@@ -15,7 +15,7 @@ from unittest import mock
 from nova import exception
 import testtools
 
-from nova_fixes.conductor.tasks import migrate
+from nova_fixes.nova.conductor.tasks import migrate
 
 
 @mock.patch('nova.scheduler.client.report.report_client_singleton')

@@ -18,7 +18,7 @@ from nova import exception
 import testtools
 
 from nova_fixes import fixture
-from nova_fixes.scheduler.client import report
+from nova_fixes.nova.scheduler.client import report
 
 SOURCE = 'source-uuid'
 TARGET = 'target-uuid'

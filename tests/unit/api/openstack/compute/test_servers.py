@@ -21,8 +21,8 @@ import testtools
 import webob
 
 from nova_fixes import activation
-from nova_fixes import exception as fixes_exception
 from nova_fixes import fixes
+from nova_fixes.nova import exception as fixes_exception
 from nova_fixes import registry
 
 UUID = 'e2f1a3c4-0000-4000-8000-000000000001'
