@@ -28,7 +28,7 @@ def _list(args):
     for fix in fixes.FIXES:
         print('bug %s: %s [upstream: %s]' % (fix.bug, fix.title,
                                              fix.upstream))
-        for target in fix.targets:
+        for target in registry.targets_of(fix, series):
             print('  %s %s' % ('adds' if target.new else 'replaces',
                                target.path))
     return 0
@@ -45,7 +45,7 @@ def _check(args):
         return 0
     recorded = fingerprint.recorded()
     for fix in fixes.FIXES:
-        for target in fix.targets:
+        for target in registry.targets_of(fix, series):
             activation._check(target, series, recorded)
     print('nova-fixes can activate every fix on this nova (%s)' % series)
     return 0
