@@ -13,19 +13,25 @@
 """WSGI entry point of the compute API with the fixes active.
 
 Point the WSGI server at this module (``nova_fixes.wsgi.osapi_compute``,
-attribute ``application``) instead of ``nova.wsgi.osapi_compute``, or use
-the ``nova-fixes-api-wsgi`` script.
+attribute ``application``) instead of nova's, or use the
+``nova-fixes-api-wsgi`` script. The application is the one nova's own WSGI
+module of the installed series builds (same monkey patching, configuration
+from ``OS_NOVA_CONFIG_DIR``, app factory); see nova_fixes.cmd.services.
 """
 
-from nova import monkey_patch; monkey_patch.patch(backend='threading')  # noqa
+import nova_fixes
+from nova_fixes.cmd import services
 
-import nova_fixes  # noqa: E402
+application = None
 
 
 def init_application():
-    nova_fixes.activate()
-    from nova.wsgi import osapi_compute
-    return osapi_compute.application
+    """The application; built once (the module builds it when imported)."""
+    global application
+    if application is None:
+        application = services.wsgi_application(
+            lambda: nova_fixes.activate())
+    return application
 
 
-application = init_application()
+init_application()
