@@ -23,7 +23,9 @@ Run in an environment where the series' nova release is installed (tox
 3. the functional regression suite on the patched nova, with nothing
    activated (NOVA_FIXES_MODE=patched);
 4. nova's own unit tests of every module a patch touches, and nova's
-   functional tests that the patches change or add, on the patched tree.
+   functional tests that the patches change or add, on the patched tree;
+5. every nova-fixes entry point started in a fresh process on the
+   released nova, with the drop-ins (tools/check_entry_points.py).
 
 The patched tree is not pip-installed over the release: building older
 nova sdists with the series' setuptools is its own source of failures,
@@ -51,6 +53,10 @@ from nova_fixes.export import patch  # noqa: E402
 from nova_fixes.export import sdist  # noqa: E402
 from nova_fixes import registry  # noqa: E402
 from tests import recreate  # noqa: E402
+
+# tools/, next to this script:
+import check_entry_points  # noqa: E402
+
 #: nova's own test runs use eventlet, as nova's tox py3 env does.
 NOVA_TEST_ENV = {'OS_NOVA_DISABLE_EVENTLET_PATCHING': 'False'}
 
@@ -197,10 +203,15 @@ def main():
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
+    # 5. the entry points, on the released nova with the drop-ins.
+    entry = check_entry_points.run(progress=print)
+    add((entry.passed, entry.failed, entry.skipped))
+
     if args.json:
         with open(args.json, 'w') as f:
             json.dump({'series': series, 'nova': version, 'rows': rows,
-                       'nova_tests': nova_results, 'passed': passed,
+                       'nova_tests': nova_results,
+                       'entry_points': entry.results, 'passed': passed,
                        'failed': failed, 'skipped': skipped}, f, indent=2)
     print('%s took %d s' % (series, time.time() - start))
     print('%d passed, %d failed, %d skipped' % (passed, failed, skipped))

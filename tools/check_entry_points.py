@@ -1,0 +1,489 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Start every nova-fixes entry point on the installed nova, as operators do.
+
+Run with the python of an environment where one series' nova is installed
+(tox -e entry-points, or tox -e series which runs it as its last step).
+Each entry point runs in a fresh process on a real, minimal configuration:
+SQLite databases synced by nova-manage (API, cell0, cell1), cell_v2
+map_cell0 and create_cell, noauth2 where the series has it, the fake
+(one-process) RPC transport and the fake virt driver.
+
+- the compute API (module nova_fixes.wsgi.osapi_compute, and the
+  nova-fixes-api-wsgi script where it is installed) answers GET / with
+  its versions document, the fixes are active (the log line, and in the
+  process the drop-in behind the servers controller's delete);
+- nova-fixes-conductor and nova-fixes-scheduler log the fixes, register
+  their service record, and stop on SIGTERM with status 0;
+- nova-fixes-compute logs the fixes and goes on to wait for nova-conductor
+  (over the one-process transport no conductor can answer, so its service
+  record cannot be written: tests/deployment runs it with a real broker);
+- each of them, on a nova that does not match a recorded fingerprint
+  (simulated: one fingerprint changed in the process), exits with status 2
+  and one line naming the target, nothing patched and, for the API, no
+  service record written.
+
+Prints one line per check and "N passed, N failed, N skipped".
+"""
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+TREE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, TREE)
+
+from nova_fixes import activation  # noqa: E402
+from nova_fixes import registry  # noqa: E402
+
+HOST = 'entry-check'
+ACTIVATED = 'nova-fixes: activated fixes for bugs'
+START_TIMEOUT = 180
+STOP_TIMEOUT = 60
+SERVICES = ('conductor', 'scheduler', 'compute')
+
+NOVA_CONF = """\
+[DEFAULT]
+host = {host}
+transport_url = fake:/
+compute_driver = fake.FakeDriver
+state_path = {work}/state
+instances_path = {work}/instances
+[api]
+auth_strategy = noauth2
+[api_database]
+connection = sqlite:///{work}/api.sqlite
+[database]
+connection = sqlite:///{work}/cell1.sqlite
+[conductor]
+workers = 1
+[scheduler]
+workers = 1
+[oslo_concurrency]
+lock_path = {work}/lock
+[placement]
+# No placement runs: the services only build their client at start.
+auth_type = none
+endpoint_override = http://127.0.0.1:9/placement
+"""
+
+# Run in the fresh process: the entry point, then what it left patched.
+# argv: service ('api' for the WSGI module), and a target whose recorded
+# fingerprint is changed first ('' for none).
+HARNESS = """\
+import json, sys
+service, tamper = sys.argv[1], sys.argv[2]
+del sys.argv[1:3]
+from nova_fixes import fingerprint
+if tamper:
+    series, path = tamper.split('=', 1)
+    recorded = fingerprint.recorded
+    def changed():
+        data = recorded()
+        data[series][path] = '0' * 20
+        return data
+    fingerprint.recorded = changed
+from nova_fixes.cmd import services
+try:
+    if service == 'api':
+        from nova_fixes.wsgi import osapi_compute
+        status = 0
+    else:
+        status = getattr(services, service)()
+except SystemExit as e:
+    status = e.code
+import nova_fixes
+from nova_fixes import activation
+patched = []
+for fix in nova_fixes.FIXES:
+    for target in fix.targets:
+        try:
+            owner, name = activation._resolve(target.path)
+        except (ImportError, AttributeError):
+            continue
+        live = vars(owner).get(name)
+        if target.new and live is not None:
+            patched.append(target.path)
+        elif getattr(live, '__module__', '').startswith('nova_fixes'):
+            patched.append(target.path)
+print('HARNESS ' + json.dumps({'active': nova_fixes.active_fixes(),
+                                'patched': patched}))
+sys.exit(status)
+"""
+
+# Serves the application in a fresh process and GETs / once.
+# The entry point first: nova's monkey patching (eventlet on nova <= 33)
+# must come before socket users are imported.
+API = """\
+from nova_fixes.wsgi import osapi_compute
+import json, threading, urllib.request, wsgiref.simple_server
+app = osapi_compute.application
+import nova_fixes
+from nova.api.openstack.compute import servers
+server = wsgiref.simple_server.make_server('127.0.0.1', 0, app)
+server.timeout = 60
+thread = threading.Thread(target=server.handle_request)
+thread.start()
+url = 'http://127.0.0.1:%d/' % server.server_port
+with urllib.request.urlopen(url, timeout=60) as response:
+    status, body = response.status, json.loads(response.read())
+thread.join(60)
+server.server_close()
+print('HARNESS ' + json.dumps({
+    'status': status,
+    'versions': [v['id'] for v in body['versions']],
+    'active': nova_fixes.active_fixes(),
+    'same_app': osapi_compute.init_application() is app,
+    'delete': servers.ServersController.delete.__module__}))
+"""
+
+
+class SetupError(Exception):
+    pass
+
+
+class Check(object):
+    def __init__(self, work, env, progress):
+        self.work = work
+        self.env = env
+        self.progress = progress
+        self.passed = self.failed = self.skipped = 0
+        self.results = []
+
+    def record(self, name, ok, detail):
+        outcome = {True: 'ok', False: 'FAIL', None: 'skip'}[ok]
+        if ok:
+            self.passed += 1
+        elif ok is None:
+            self.skipped += 1
+        else:
+            self.failed += 1
+        self.results.append({'check': name, 'outcome': outcome,
+                             'detail': detail})
+        self.progress('entry points: %-38s %s  %s' % (name, outcome, detail))
+
+    def log(self, name):
+        return open(os.path.join(self.work, name + '.log'), 'w+')
+
+
+def script(name):
+    path = os.path.join(os.path.dirname(sys.executable), name)
+    return path if os.path.exists(path) else None
+
+
+def service_rows(work, binary):
+    rows = []
+    for db in ('cell0', 'cell1', 'api'):
+        path = os.path.join(work, db + '.sqlite')
+        with sqlite3.connect(path) as conn:
+            try:
+                rows += conn.execute(
+                    'SELECT binary FROM services WHERE host = ? AND '
+                    'binary = ? AND deleted = 0', (HOST, binary)).fetchall()
+            except sqlite3.OperationalError:
+                pass  # the API database has no services table
+    return len(rows)
+
+
+def prepare(work):
+    """nova.conf, api-paste.ini and databases, as an operator makes them."""
+    with open(os.path.join(work, 'nova.conf'), 'w') as f:
+        f.write(NOVA_CONF.format(host=HOST, work=work))
+    paste = os.path.join(sys.prefix, 'etc', 'nova', 'api-paste.ini')
+    if not os.path.exists(paste):
+        raise SetupError('%s is missing; nova is not installed in this '
+                         'environment' % paste)
+    shutil.copy(paste, work)
+    manage = script('nova-manage')
+    if manage is None:
+        raise SetupError('nova-manage is not installed next to %s'
+                         % sys.executable)
+    conf = ['--config-file', os.path.join(work, 'nova.conf')]
+    cell0 = 'sqlite:///%s/cell0.sqlite' % work
+    for args in (['api_db', 'sync'],
+                 ['cell_v2', 'map_cell0', '--database_connection', cell0],
+                 ['db', 'sync'],
+                 ['cell_v2', 'create_cell', '--name', 'cell1']):
+        with open(os.path.join(work, 'nova-manage.log'), 'a') as log:
+            rc = subprocess.call([manage] + conf + args, stdout=log,
+                                 stderr=subprocess.STDOUT, timeout=300)
+        if rc != 0:
+            raise SetupError('nova-manage %s exited %d; see '
+                             '%s/nova-manage.log' % (' '.join(args), rc, work))
+
+
+def harness_output(text):
+    for line in text.splitlines():
+        if line.startswith('HARNESS '):
+            return json.loads(line[len('HARNESS '):])
+    return None
+
+
+def run_fresh(command, env, log):
+    """Runs a fresh process to its end (bounded); (status, stdout, log)."""
+    try:
+        proc = subprocess.run(command, env=env, stdout=subprocess.PIPE,
+                              stderr=log, timeout=START_TIMEOUT,
+                              universal_newlines=True)
+        status, stdout = proc.returncode, proc.stdout
+    except subprocess.TimeoutExpired as e:
+        status, stdout = 'timeout (%d s)' % START_TIMEOUT, e.stdout or ''
+        if isinstance(stdout, bytes):
+            stdout = stdout.decode('utf-8', 'replace')
+    log.seek(0)
+    return status, stdout, log.read()
+
+
+def python(code, *args):
+    return [sys.executable, '-c', code] + list(args)
+
+
+def check_refusal(check, service, series, target):
+    """A changed fingerprint: status 2, one line, nothing patched."""
+    name = '%s refuses a mismatch' % service
+    binary = 'nova-osapi_compute' if service == 'api' else 'nova-' + service
+    conf = ['--config-file', os.path.join(check.work, 'nova.conf')]
+    with check.log(service + '-mismatch') as log:
+        status, stdout, stderr = run_fresh(
+            python(HARNESS, service, '%s=%s' % (series, target)) + conf,
+            check.env, log)
+    lines = [line for line in stderr.splitlines()
+             if line.startswith('nova-fixes:')]
+    state = harness_output(stdout) or {}
+    problems = []
+    if status != 2:
+        problems.append('exit status %s, not 2' % status)
+    if len(lines) != 1 or target not in lines[0]:
+        problems.append('%d nova-fixes lines naming %s' % (len(lines),
+                                                            target))
+    if state.get('active') != [] or state.get('patched') != []:
+        problems.append('patched: %s' % state)
+    if service_rows(check.work, binary):
+        problems.append('a %s service record was written' % binary)
+    check.record(name, not problems,
+                 '; '.join(problems) or 'exit 2: %s' % lines[0][:90])
+
+
+def check_api(check):
+    with check.log('api') as log:
+        status, stdout, stderr = run_fresh(python(API), check.env, log)
+    # oslo.log writes to stdout unless use_stderr is set.
+    logged = ACTIVATED in stderr + stdout
+    state = harness_output(stdout)
+    if state is None:
+        check.record('api module GET /', False, 'exit %s, no result; see %s'
+                     % (status, log.name))
+        return
+    problems = []
+    if status != 0 or state.get('status') != 200:
+        problems.append('exit %s, GET / %s' % (status, state.get('status')))
+    if not state.get('versions'):
+        problems.append('no versions document (see %s)' % log.name)
+    if not logged:
+        problems.append('no "%s" log line' % ACTIVATED)
+    if sorted(map(str, state.get('active', []))) != sorted(
+            str(fix.bug) for fix in registry.FIXES):
+        problems.append('active: %s' % state.get('active'))
+    if not state.get('delete', '').startswith('nova_fixes'):
+        problems.append('ServersController.delete is %s'
+                        % state.get('delete'))
+    if not state.get('same_app'):
+        problems.append('init_application() built a second application')
+    if not service_rows(check.work, 'nova-osapi_compute'):
+        problems.append('no nova-osapi_compute service record')
+    check.record('api module GET /', not problems, '; '.join(problems) or
+                 'versions %s, fixes logged and active'
+                 % ', '.join(state['versions']))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def check_api_script(check):
+    path = script('nova-fixes-api-wsgi')
+    if path is None:
+        check.record('nova-fixes-api-wsgi GET /', None,
+                     'the script is not installed next to %s'
+                     % sys.executable)
+        return
+    port = free_port()
+    with check.log('api-script') as log:
+        proc = subprocess.Popen([path, '--host', '127.0.0.1', '--port',
+                                 str(port)], env=check.env, stdout=log,
+                                stderr=subprocess.STDOUT)
+        try:
+            versions = _get_versions(proc, port)
+        finally:
+            stop(proc)
+        log.seek(0)
+        logged = ACTIVATED in log.read()
+    ok = bool(versions) and logged
+    check.record('nova-fixes-api-wsgi GET /', ok,
+                 'versions %s, fixes logged %s' % (versions, logged))
+
+
+def _get_versions(proc, port):
+    deadline = time.time() + START_TIMEOUT
+    while time.time() < deadline and proc.poll() is None:
+        try:
+            with urllib.request.urlopen('http://127.0.0.1:%d/' % port,
+                                        timeout=10) as response:
+                body = json.loads(response.read())
+            return [v['id'] for v in body['versions']]
+        except OSError:
+            time.sleep(1)
+    return None
+
+
+def stop(proc):
+    """SIGTERM, then SIGKILL; the seconds it took and the exit status."""
+    start = time.time()
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(STOP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        return None, proc.returncode
+    return time.time() - start, proc.returncode
+
+
+def wait_for(proc, log, condition):
+    deadline = time.time() + START_TIMEOUT
+    while time.time() < deadline and proc.poll() is None:
+        log.seek(0)
+        if condition(log.read()):
+            return True
+        time.sleep(0.5)
+    log.seek(0)
+    return condition(log.read())
+
+
+def check_service(check, service):
+    conf = ['--config-file', os.path.join(check.work, 'nova.conf')]
+    path = script('nova-fixes-' + service)
+    command = [path] if path else python(
+        'import sys; from nova_fixes.cmd import services; '
+        'sys.exit(services.%s())' % service)
+    binary = 'nova-' + service
+    if service == 'compute':
+        # Over the one-process transport nobody answers its conductor
+        # ping: the evidence is that it got that far.
+        def ready(text):
+            return (ACTIVATED in text and
+                    'Timed out waiting for nova-conductor' in text)
+        evidence = 'waits for nova-conductor'
+    else:
+        def ready(text):
+            return (ACTIVATED in text and
+                    service_rows(check.work, binary) == 1)
+        evidence = 'service record registered'
+    with check.log(service) as log:
+        proc = subprocess.Popen(command + conf, env=check.env, stdout=log,
+                                stderr=subprocess.STDOUT)
+        started = time.time()
+        try:
+            up = wait_for(proc, log, ready)
+            took = time.time() - started
+        finally:
+            seconds, status = stop(proc)
+    problems = []
+    if not up:
+        problems.append('not started in %d s (exit %s; see %s)'
+                        % (START_TIMEOUT, proc.returncode, log.name))
+    # compute is still in its service's constructor, before nova's
+    # launcher installs its signal handlers: SIGTERM ends it.
+    expected = -signal.SIGTERM if service == 'compute' else 0
+    if seconds is None or status != expected:
+        problems.append('stop: exit %s after SIGTERM, expected %s within '
+                        '%d s' % (status, expected, STOP_TIMEOUT))
+    check.record('nova-fixes-%s' % service, not problems,
+                 '; '.join(problems) or
+                 'fixes logged, %s in %.0f s, stopped in %.1f s (exit %s)'
+                 % (evidence, took, seconds, status))
+
+
+def mismatch_target(series):
+    """A replaced (not new) target of the series, to change its print."""
+    for fix in registry.FIXES:
+        for target in fix.targets:
+            if not target.new and series in fix.series:
+                return target.path
+    raise SetupError('no replaced target for %s' % series)
+
+
+def run(progress=print, keep=False):
+    """Every check; returns the Check (counts and results)."""
+    series = activation.series_of(activation.nova_version())
+    work = tempfile.mkdtemp(prefix='nova-fixes-entry-%s-' % series)
+    env = dict(os.environ, OS_NOVA_CONFIG_DIR=work,
+               PYTHONPATH=os.pathsep.join(
+                   [TREE] + [p for p in [os.environ.get('PYTHONPATH')]
+                             if p]))
+    env.pop('NOVA_FIXES_MODE', None)
+    check = Check(work, env, progress)
+    try:
+        prepare(work)
+        target = mismatch_target(series)
+    except (SetupError, subprocess.TimeoutExpired) as e:
+        check.record('setup', False, str(e))
+        return check
+    try:
+        # Refusals first: they must leave no service record behind.
+        for service in ('api',) + SERVICES:
+            check_refusal(check, service, series, target)
+        check_api(check)
+        check_api_script(check)
+        for service in SERVICES:
+            check_service(check, service)
+    finally:
+        if keep or check.failed:
+            progress('entry points: logs and databases kept in %s' % work)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    return check
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    p.add_argument('--keep', action='store_true',
+                   help='keep the configuration, databases and logs')
+    p.add_argument('--json', help='write the results to this file')
+    args = p.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)
+    start = time.time()
+    check = run(keep=args.keep)
+    if args.json:
+        with open(args.json, 'w') as f:
+            json.dump(check.results, f, indent=2)
+    print('entry points took %d s' % (time.time() - start))
+    print('%d passed, %d failed, %d skipped'
+          % (check.passed, check.failed, check.skipped))
+    return 1 if check.failed else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
