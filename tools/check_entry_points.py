@@ -19,10 +19,13 @@ SQLite databases synced by nova-manage (API, cell0, cell1), cell_v2
 map_cell0 and create_cell, noauth2 where the series has it, the fake
 (one-process) RPC transport and the fake virt driver.
 
-- the compute API (module nova_fixes.wsgi.osapi_compute, and the
-  nova-fixes-api-wsgi script where it is installed) answers GET / with
-  its versions document, the fixes are active (the log line, and in the
-  process the drop-in behind the servers controller's delete);
+- the compute API answers GET / with its versions document and has the
+  fixes active (the log line; in the process, the drop-in behind the
+  servers controller's delete), served both from the module
+  nova_fixes.wsgi.osapi_compute (wsgiref) and by the nova-fixes-api-wsgi
+  script that pbr writes (when the environment has none, as an editable
+  install has no wsgi_scripts, from nova-fixes pip-installed for the
+  check into its directory);
 - nova-fixes-conductor and nova-fixes-scheduler log the fixes, register
   their service record, and stop on SIGTERM with status 0;
 - nova-fixes-compute logs the fixes and goes on to wait for nova-conductor
@@ -30,8 +33,8 @@ map_cell0 and create_cell, noauth2 where the series has it, the fake
   record cannot be written: tests/deployment runs it with a real broker);
 - each of them, on a nova that does not match a recorded fingerprint
   (simulated: one fingerprint changed in the process), exits with status 2
-  and one line naming the target, nothing patched and, for the API, no
-  service record written.
+  and one line naming the target, nothing patched and no service record
+  written.
 
 Prints one line per check and "N passed, N failed, N skipped".
 """
@@ -64,6 +67,9 @@ SERVICES = ('conductor', 'scheduler', 'compute')
 NOVA_CONF = """\
 [DEFAULT]
 host = {host}
+# nova 33's services wait for their manager's shutdown, up to 160 s
+# (manager_shutdown_timeout), within this bound of oslo.service's.
+graceful_shutdown_timeout = 10
 transport_url = fake:/
 compute_driver = fake.FakeDriver
 state_path = {work}/state
@@ -87,15 +93,15 @@ endpoint_override = http://127.0.0.1:9/placement
 """
 
 # Run in the fresh process: the entry point, then what it left patched.
-# argv: service ('api' for the WSGI module), and a target whose recorded
-# fingerprint is changed first ('' for none).
+# argv: service ('api' for the WSGI module), series, and a target whose
+# recorded fingerprint is changed first ('' for none).
 HARNESS = """\
 import json, sys
-service, tamper = sys.argv[1], sys.argv[2]
-del sys.argv[1:3]
+service, series, tamper = sys.argv[1:4]
+del sys.argv[1:4]
 from nova_fixes import fingerprint
 if tamper:
-    series, path = tamper.split('=', 1)
+    path = tamper
     recorded = fingerprint.recorded
     def changed():
         data = recorded()
@@ -112,19 +118,18 @@ try:
 except SystemExit as e:
     status = e.code
 import nova_fixes
-from nova_fixes import activation
+from nova_fixes import activation, registry
 patched = []
 for fix in nova_fixes.FIXES:
-    for target in fix.targets:
-        try:
-            owner, name = activation._resolve(target.path)
-        except (ImportError, AttributeError):
-            continue
+    for target in registry.targets_of(fix, series):
+        owner, name = activation._resolve(target.path)
         live = vars(owner).get(name)
         if target.new and live is not None:
             patched.append(target.path)
         elif getattr(live, '__module__', '').startswith('nova_fixes'):
             patched.append(target.path)
+        if target.original_as and hasattr(owner, target.original_as):
+            patched.append(target.original_as)
 print('HARNESS ' + json.dumps({'active': nova_fixes.active_fixes(),
                                 'patched': patched}))
 sys.exit(status)
@@ -264,7 +269,7 @@ def check_refusal(check, service, series, target):
     conf = ['--config-file', os.path.join(check.work, 'nova.conf')]
     with check.log(service + '-mismatch') as log:
         status, stdout, stderr = run_fresh(
-            python(HARNESS, service, '%s=%s' % (series, target)) + conf,
+            python(HARNESS, service, series, target) + conf,
             check.env, log)
     lines = [line for line in stderr.splitlines()
              if line.startswith('nova-fixes:')]
@@ -321,17 +326,39 @@ def free_port():
         return s.getsockname()[1]
 
 
+def install_copy(work, log):
+    """nova-fixes installed (not editable) in work/installed, or None.
+
+    An editable install (tox's usedevelop) has no wsgi_scripts: pbr writes
+    them when it builds the package. Built from the tree, whose git files
+    pbr packages (fingerprints.json among them), in pip's isolated build
+    environment (the series' environments lack wheel); the build leaves
+    only what .gitignore lists (build/, AUTHORS, ChangeLog, egg-info).
+    """
+    target = os.path.join(work, 'installed')
+    rc = subprocess.call(
+        [sys.executable, '-m', 'pip', 'install', '--quiet', '--no-deps',
+         '--target', target, TREE],
+        stdout=log, stderr=subprocess.STDOUT, timeout=300)
+    return target if rc == 0 else None
+
+
 def check_api_script(check):
-    path = script('nova-fixes-api-wsgi')
-    if path is None:
-        check.record('nova-fixes-api-wsgi GET /', None,
-                     'the script is not installed next to %s'
-                     % sys.executable)
-        return
-    port = free_port()
+    """The nova-fixes-api-wsgi script pbr writes, serving on loopback."""
+    name = 'nova-fixes-api-wsgi GET /'
+    path, env = script('nova-fixes-api-wsgi'), check.env
     with check.log('api-script') as log:
+        if path is None:
+            installed = install_copy(check.work, log)
+            if installed is None:
+                check.record(name, False, 'pip could not install a copy; '
+                             'see %s' % log.name)
+                return
+            path = os.path.join(installed, 'bin', 'nova-fixes-api-wsgi')
+            env = dict(env, PYTHONPATH=installed)
+        port = free_port()
         proc = subprocess.Popen([path, '--host', '127.0.0.1', '--port',
-                                 str(port)], env=check.env, stdout=log,
+                                 str(port)], env=env, stdout=log,
                                 stderr=subprocess.STDOUT)
         try:
             versions = _get_versions(proc, port)
@@ -340,8 +367,9 @@ def check_api_script(check):
         log.seek(0)
         logged = ACTIVATED in log.read()
     ok = bool(versions) and logged
-    check.record('nova-fixes-api-wsgi GET /', ok,
-                 'versions %s, fixes logged %s' % (versions, logged))
+    check.record(name, ok, 'versions %s, fixes logged: %s%s'
+                 % (', '.join(versions or ['none']), logged,
+                    '' if ok else ' (see %s)' % log.name))
 
 
 def _get_versions(proc, port):
@@ -429,8 +457,8 @@ def check_service(check, service):
 def mismatch_target(series):
     """A replaced (not new) target of the series, to change its print."""
     for fix in registry.FIXES:
-        for target in fix.targets:
-            if not target.new and series in fix.series:
+        for target in registry.targets_of(fix, series):
+            if not target.new:
                 return target.path
     raise SetupError('no replaced target for %s' % series)
 
