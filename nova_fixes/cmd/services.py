@@ -17,32 +17,31 @@ monkey patching, the configuration files read and the WSGI app factory are
 nova's, whatever the series does:
 
 - a service imports nova's starter module (``nova.cmd.<service>``), whose
-  import does nova's monkey patching, then activates the fixes and calls
-  the starter's main();
+  import does nova's monkey patching, then calls the starter's main();
 - the compute API imports nova's WSGI module (``nova.wsgi.osapi_compute``,
   or ``nova.api.openstack.compute.wsgi`` on nova 29, which has no
-  ``nova.wsgi`` package), activating the fixes once that module has done
-  its monkey patching and imported nova's app factory module, before it
-  calls the factory.
+  ``nova.wsgi`` package), whose import does nova's monkey patching, then
+  imports nova's app factory module and (nova 30 and later) calls the
+  factory.
+
+Both nova's main() and its app factory parse nova's configuration and set
+up logging (oslo.log's setup()) before anything else: the fixes are
+activated right after that setup, before nova creates its service or its
+application. So activation reads nova's configuration (the orphan task's
+interval), and logs to nova's log.
 
 Activation is all or nothing. On an unsupported or unexpected nova the
 entry point writes one line naming the target and exits with status 2
-before nova's starter does anything else: no configuration read, no
-service record, nothing patched.
-
-Activation logs which fixes it activated; as that happens before nova sets
-up logging, the record is held and handed to nova's logging once nova has
-set it up (see HeldLogs).
+(SystemExit) before nova creates anything: no service record, no
+application, nothing patched.
 """
 
 import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
-import logging
 import os
 import sys
-import threading
 
 import nova_fixes
 
@@ -54,72 +53,6 @@ WSGI_MODULE = 'nova.wsgi.osapi_compute'
 #: The module of nova's nova-api-wsgi script, ``init_application()``
 #: (nova <= 32; the only one in nova 29).
 WSGI_SCRIPT_MODULE = 'nova.api.openstack.compute.wsgi'
-
-
-class HeldLogs(logging.Handler):
-    """Holds nova_fixes' log records until the service has set up logging.
-
-    While held, the ``nova_fixes`` logger keeps every record (at any level)
-    to itself. replay() restores the logger and hands the held records,
-    as their own loggers now filter them, to the handlers logging has then.
-    """
-
-    def __init__(self, name='nova_fixes'):
-        super().__init__(logging.DEBUG)
-        self.records = []
-        self._logger = logging.getLogger(name)
-        self._saved = (self._logger.level, self._logger.propagate)
-        self._release_lock = threading.Lock()
-        self._logger.addHandler(self)
-        self._logger.setLevel(logging.DEBUG)
-        self._logger.propagate = False
-
-    def emit(self, record):
-        self.records.append(record)
-
-    def _restore(self):
-        with self._release_lock:
-            logger, self._logger = self._logger, None
-            if logger is None:
-                return False
-            logger.removeHandler(self)
-            logger.setLevel(self._saved[0])
-            logger.propagate = self._saved[1]
-            return True
-
-    def drop(self):
-        """Restore the logger, dropping the held records."""
-        self._restore()
-        self.records = []
-
-    def replay(self):
-        """Restore the logger and log the held records now."""
-        if not self._restore():
-            return
-        records, self.records = self.records, []
-        for record in records:
-            logger = logging.getLogger(record.name)
-            if logger.isEnabledFor(record.levelno):
-                logger.handle(record)
-
-    def replay_after_setup(self):
-        """replay() once nova has set up logging with oslo.log.
-
-        Every nova starter's main() calls oslo.log's setup() before it
-        creates its service; the next call of it, and only that one, is
-        followed by replay() (the original is put back on that call).
-        """
-        from oslo_log import log as oslo_logging
-        setup = oslo_logging.setup
-
-        def setup_then_replay(*args, **kwargs):
-            oslo_logging.setup = setup
-            try:
-                return setup(*args, **kwargs)
-            finally:
-                self.replay()
-
-        oslo_logging.setup = setup_then_replay
 
 
 class _CallAfterExec(importlib.abc.Loader):
@@ -193,17 +126,36 @@ def refuse(error):
     return EXIT_REFUSED
 
 
+class ActivateAfterLoggingSetup(object):
+    """Activates the fixes right after the next oslo.log setup() call.
+
+    oslo.log's module must be imported after nova's monkey patching, so
+    this is created after it. The call puts oslo.log's setup() back.
+    """
+
+    def __init__(self, activate):
+        from oslo_log import log as oslo_logging
+        self.activated = False
+        setup = oslo_logging.setup
+
+        def setup_then_activate(*args, **kwargs):
+            oslo_logging.setup = setup
+            result = setup(*args, **kwargs)
+            try:
+                activate()
+            except nova_fixes.NovaFixesError as e:
+                raise SystemExit(refuse(e))
+            self.activated = True
+            return result
+
+        oslo_logging.setup = setup_then_activate
+
+
 def run_service(starter, activate):
     """Run nova's ``starter`` module's main() with the fixes active."""
-    held = HeldLogs()
     # nova's starter module does nova's monkey patching when imported.
     module = importlib.import_module(starter)
-    try:
-        activate()
-    except nova_fixes.NovaFixesError as e:
-        held.drop()
-        return refuse(e)
-    held.replay_after_setup()
+    ActivateAfterLoggingSetup(activate)
     return module.main()
 
 
@@ -221,26 +173,35 @@ def wsgi_application(activate):
 
     Refuses (one line, SystemExit with status 2) when activation does.
     """
-    held = HeldLogs()
-    try:
-        with AfterImport(WSGI_APP_MODULE, activate):
-            if _has_module(WSGI_MODULE):
-                # nova 30 and later: the module builds the application
-                # when imported.
-                app = importlib.import_module(WSGI_MODULE).application
-            else:
-                # nova 29: the module of its nova-api-wsgi script.
-                app = importlib.import_module(
-                    WSGI_SCRIPT_MODULE).init_application()
-    except nova_fixes.NovaFixesError as e:
-        held.drop()
-        raise SystemExit(refuse(e))
-    except BaseException:
-        held.replay()
-        raise
-    # nova's factory has set up logging.
-    held.replay()
+    hooks = []
+    # Once nova's WSGI module has monkey patched and imported the app
+    # factory's module, and before it calls the factory.
+    with AfterImport(WSGI_APP_MODULE, lambda: hooks.append(
+            ActivateAfterLoggingSetup(activate))):
+        if _has_module(WSGI_MODULE):
+            # nova 30 and later: the module builds the application when
+            # imported.
+            app = importlib.import_module(WSGI_MODULE).application
+        else:
+            # nova 29: the module of its nova-api-wsgi script.
+            app = importlib.import_module(
+                WSGI_SCRIPT_MODULE).init_application()
+    if not hooks[0].activated:
+        raise RuntimeError("nova's app factory did not set up logging; the "
+                           "fixes were not activated")
     return app
+
+
+def api_wsgi_script():
+    """nova's compute API WSGI application, with the fixes active.
+
+    The target of the nova-fixes-api-wsgi script. pbr's script imports its
+    target's module before it takes its own arguments off sys.argv, which
+    nova 33's app factory parses: the application is built only when this
+    is called.
+    """
+    from nova_fixes.wsgi import osapi_compute
+    return osapi_compute.init_application()
 
 
 def compute():

@@ -14,9 +14,10 @@
 
 Point the WSGI server at this module (``nova_fixes.wsgi.osapi_compute``,
 attribute ``application``) instead of nova's, or use the
-``nova-fixes-api-wsgi`` script. The application is the one nova's own WSGI
-module of the installed series builds (same monkey patching, configuration
-from ``OS_NOVA_CONFIG_DIR``, app factory); see nova_fixes.cmd.services.
+``nova-fixes-api-wsgi`` script. Importing it builds the application, as
+nova's own WSGI module of the installed series does (same monkey patching,
+configuration from ``OS_NOVA_CONFIG_DIR``, app factory); see
+nova_fixes.cmd.services.
 """
 
 import nova_fixes

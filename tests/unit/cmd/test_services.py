@@ -35,14 +35,9 @@ class _Base(testtools.TestCase):
         self.stderr = io.StringIO()
         self.useFixture(fixtures.MockPatch('sys.stderr', self.stderr))
         self.log = self.useFixture(fixtures.FakeLogger(level=logging.INFO))
-        self.logger = logging.getLogger('nova_fixes')
-        self.assertNotIn('HeldLogs', repr(self.logger.handlers))
-
-    def assertLoggerRestored(self):
-        self.assertTrue(self.logger.propagate)
-        self.assertEqual(logging.NOTSET, self.logger.level)
-        self.assertFalse([h for h in self.logger.handlers
-                          if isinstance(h, services.HeldLogs)])
+        # nova's oslo.log setup(); the entry points wrap it once.
+        self.setup = self.useFixture(fixtures.MockPatchObject(
+            oslo_logging, 'setup')).mock
 
 
 class RunServiceTestCase(_Base):
@@ -53,43 +48,47 @@ class RunServiceTestCase(_Base):
         self.starter = mock.Mock()
         sys.modules['nova.cmd.fake'] = self.starter
         self.addCleanup(sys.modules.pop, 'nova.cmd.fake')
-        self.setup = self.useFixture(fixtures.MockPatchObject(
-            oslo_logging, 'setup')).mock
 
-    def test_activates_then_hands_over_to_nova(self):
+    def test_activates_after_nova_sets_up_logging(self):
         seen = {}
 
         def main():
-            seen['active'] = nova_fixes.active_fixes()
-            # nova's main() sets up logging first: nothing logged before.
-            seen['before'] = self.log.output
+            # nova's main(): configuration, logging, then its service.
+            seen['before'] = nova_fixes.active_fixes()
             oslo_logging.setup('conf', 'nova')
-            seen['after'] = self.log.output
+            seen['after'] = nova_fixes.active_fixes()
             return 'status'
 
         self.starter.main.side_effect = main
         self.assertEqual('status', services.run_service(
             'nova.cmd.fake', lambda: nova_fixes.activate()))
-        self.assertEqual(ALL, seen['active'])
-        self.assertNotIn(ACTIVATED, seen['before'])
-        self.assertIn(ACTIVATED, seen['after'])
+        self.assertEqual([], seen['before'])
+        self.assertEqual(ALL, seen['after'])
+        self.assertIn(ACTIVATED, self.log.output)
         self.setup.assert_called_once_with('conf', 'nova')
         # The one-shot wrapper put oslo.log's setup back.
         self.assertIs(self.setup, oslo_logging.setup)
-        self.assertLoggerRestored()
 
     def test_refuses_to_start_on_an_unsupported_nova(self):
+        created = []
+
+        def main():
+            oslo_logging.setup('conf', 'nova')
+            created.append('service')
+
+        self.starter.main.side_effect = main
         with mock.patch('nova_fixes.activation.nova_version',
                         return_value='28.0.0'):
-            self.assertEqual(2, services.run_service(
-                'nova.cmd.fake', lambda: nova_fixes.activate()))
-        self.starter.main.assert_not_called()
+            e = self.assertRaises(SystemExit, services.run_service,
+                                  'nova.cmd.fake',
+                                  lambda: nova_fixes.activate())
+        self.assertEqual(2, e.code)
+        self.assertEqual([], created)
         lines = self.stderr.getvalue().splitlines()
         self.assertEqual(1, len(lines))
         self.assertIn('nova 28.0.0 is not supported', lines[0])
         self.assertEqual([], nova_fixes.active_fixes())
         self.assertIs(self.setup, oslo_logging.setup)
-        self.assertLoggerRestored()
 
     @mock.patch.object(services, 'run_service')
     def test_each_service_runs_its_nova_starter(self, run):
@@ -106,34 +105,12 @@ class RunServiceTestCase(_Base):
             nova_fixes.deactivate()
 
 
-class HeldLogsTestCase(_Base):
-
-    def test_replay_as_the_loggers_then_filter(self):
-        held = services.HeldLogs()
-        logging.getLogger('nova_fixes.x').info('info')
-        logging.getLogger('nova_fixes.x').debug('debug')
-        self.assertEqual('', self.log.output)
-        self.assertEqual(2, len(held.records))
-        held.replay()
-        self.assertEqual('info\n', self.log.output)
-        self.assertLoggerRestored()
-        held.replay()  # once only
-        self.assertEqual('info\n', self.log.output)
-
-    def test_drop(self):
-        held = services.HeldLogs()
-        logging.getLogger('nova_fixes.x').warning('warning')
-        held.drop()
-        held.replay()
-        self.assertEqual('', self.log.output)
-        self.assertLoggerRestored()
-
-
 class _FakeNova(fixtures.Fixture):
     """A package standing for nova, with its WSGI module of one series."""
 
-    def __init__(self, modern):
+    def __init__(self, modern, sets_up_logging=True):
         self.modern = modern
+        self.setup = 'log.setup' if sets_up_logging else 'len'
 
     def _setUp(self):
         root = self.useFixture(fixtures.TempDir()).path
@@ -142,9 +119,11 @@ class _FakeNova(fixtures.Fixture):
             'fakenova/wsgi_app.py': (
                 'import fakenova\n'
                 'fakenova.EVENTS.append("factory module imported")\n'
+                'from oslo_log import log\n'
                 'def init_application():\n'
+                '    %s("conf")\n'
                 '    fakenova.EVENTS.append("factory")\n'
-                '    return "app"\n'),
+                '    return "app"\n' % self.setup),
             'fakenova/script.py': (
                 'import fakenova\n'
                 'fakenova.EVENTS.append("monkey patching")\n'
@@ -194,7 +173,7 @@ class WsgiApplicationTestCase(_Base):
                           'activate', 'factory'], nova.events)
         self.assertEqual(ALL, nova_fixes.active_fixes())
         self.assertIn(ACTIVATED, self.log.output)
-        self.assertLoggerRestored()
+        self.assertIs(self.setup, oslo_logging.setup)
 
     def test_activates_between_monkey_patching_and_factory(self):
         self._activates_between_monkey_patching_and_factory(modern=True)
@@ -215,19 +194,32 @@ class WsgiApplicationTestCase(_Base):
         self.assertIn('nova 28.0.0 is not supported', lines[0])
         self.assertEqual([], nova_fixes.active_fixes())
         self.assertNotIn(ACTIVATED, self.log.output)
-        self.assertLoggerRestored()
 
     def test_factory_module_imported_already(self):
         nova = self.useFixture(_FakeNova(True))
         __import__('fakenova.wsgi_app')
         self.assertEqual('app', services.wsgi_application(self.activate))
-        self.assertEqual(['factory module imported', 'activate',
-                          'monkey patching', 'factory'], nova.events)
+        self.assertEqual(['factory module imported', 'monkey patching',
+                          'activate', 'factory'], nova.events)
 
     def test_factory_module_never_imported(self):
         self.useFixture(_FakeNova(True))
         with mock.patch.object(services, 'WSGI_APP_MODULE', 'fakenova.no'):
             self.assertRaises(RuntimeError, services.wsgi_application,
                               self.activate)
-        self.assertLoggerRestored()
         self.assertNotIn(services.AfterImport, map(type, sys.meta_path))
+
+    def test_factory_that_does_not_set_up_logging(self):
+        self.useFixture(_FakeNova(True, sets_up_logging=False))
+        self.assertRaises(RuntimeError, services.wsgi_application,
+                          self.activate)
+        self.assertEqual([], nova_fixes.active_fixes())
+
+    def test_script_builds_the_application_when_called(self):
+        module = mock.Mock()
+        with mock.patch.dict(sys.modules,
+                             {'nova_fixes.wsgi.osapi_compute': module}):
+            with mock.patch('nova_fixes.wsgi.osapi_compute', module,
+                            create=True):
+                app = services.api_wsgi_script()
+        self.assertIs(module.init_application.return_value, app)
