@@ -15,6 +15,14 @@ an error. Those, and only those, are filtered here, before any test
 module imports nova: the warning by its message, the log records by
 logger and message. Every other warning and log record is shown as
 before.
+
+nova.test's handler also prints the INFO records logged outside a
+test's own log capture (nova's StandardLogging): the fixes' activation
+before it starts, nova's thread pools shutting down after it ends. So
+that a run prints its results and not a page of INFO lines per test,
+quiet_outside_tests() raises the handlers the root logger has outside
+the tests to WARNING; what a test logs is captured as before and shown
+with its failure.
 """
 
 import logging
@@ -45,3 +53,12 @@ class _Drop(logging.Filter):
 warnings.filterwarnings('ignore', message=r'\s*Eventlet is deprecated')
 for _name, _messages in NOVA_IMPORT_NOISE.items():
     logging.getLogger(_name).addFilter(_Drop(_messages))
+
+
+def quiet_outside_tests():
+    """Keep WARNING and above from the root logger's handlers (nova.test's
+    stdout handler); a test's own capture is not one of them.
+    """
+    for handler in logging.getLogger().handlers:
+        if handler.level < logging.WARNING:
+            handler.setLevel(logging.WARNING)

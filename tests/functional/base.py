@@ -35,6 +35,7 @@ from nova.tests.functional.api import client as api_client
 from nova_fixes import activation as nova_fixes_activation
 from nova_fixes import conf as fixes_conf
 from nova_fixes import fixture as nova_fixes_fixture
+import tests
 from tests import common
 
 CONF = nova.conf.CONF
@@ -98,6 +99,7 @@ class NovaFixesTestMixin(object):
     out_of_reach = False
 
     def setUp(self):
+        tests.quiet_outside_tests()
         if common.mode() == 'dropin':
             self.useFixture(nova_fixes_fixture.NovaFixes())
         elif common.mode() == 'patched':

@@ -41,6 +41,7 @@ import traceback
 from testtools import content
 
 import nova_fixes
+import tests
 from tests import common
 
 _F = 'nova.tests.functional.'
@@ -261,6 +262,7 @@ def load_tests(loader, standard_tests, pattern):
 
 
 _MODULES = import_selection()
+tests.quiet_outside_tests()
 if common.mode() == 'dropin':
     nova_fixes.activate()
 common.install_api_paste_config()

@@ -25,6 +25,7 @@ functions. This is test harness, not part of the installed nova_fixes.
 
 import importlib
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -68,15 +69,22 @@ class Outcome(object):
         return self.status == 'fail' and common.LEAK in self.traceback
 
 
+EXCEPTION_LINE = re.compile(r'^[\w.]+(Error|Exception|Exit|NotFound)\b')
+
+
 class HarnessError(Exception):
     """A suite that could not run at all: one line for the user."""
 
 
 def _last_line(*outputs):
+    """The line of a failed command's output that says why: the last
+    exception line of a traceback, or the last line.
+    """
     for text in outputs:
-        lines = [line for line in text.splitlines() if line.strip()]
-        if lines:
-            return lines[-1].strip()
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        errors = [line for line in lines if EXCEPTION_LINE.match(line)]
+        if errors or lines:
+            return (errors or lines)[-1]
     return 'no output'
 
 
@@ -89,6 +97,11 @@ def list_suite(tree, test_path='tests/functional', filters=(),
                extra_env=None):
     """The test ids of a suite that match ``filters`` (stestr list)."""
     env = dict(os.environ, **(extra_env or {}))
+    if not os.path.isdir(os.path.join(tree, '.stestr')):
+        # stestr list needs the results repository that stestr run would
+        # create (a fresh clone has none).
+        subprocess.run(_stestr(tree, test_path, 'init'), cwd=tree, env=env,
+                       capture_output=True)
     proc = subprocess.run(_stestr(tree, test_path, 'list', *filters),
                           cwd=tree, env=env, capture_output=True, text=True)
     if proc.returncode:

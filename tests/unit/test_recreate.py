@@ -312,3 +312,37 @@ class MainTestCase(testtools.TestCase):
         self.assertIsNone(recreate_main.check_tree(recreate_main.TREE))
         self.assertTrue(os.path.isfile(os.path.join(recreate_main.TREE,
                                                     'tox.ini')))
+
+
+class ListSuiteTestCase(testtools.TestCase):
+    """stestr list in a tree as a fresh clone has it (no .stestr/)."""
+
+    def setUp(self):
+        super(ListSuiteTestCase, self).setUp()
+        self.tree = self.useFixture(fixtures.TempDir()).path
+        os.makedirs(os.path.join(self.tree, 'suite'))
+        with open(os.path.join(self.tree, '.stestr.conf'), 'w') as f:
+            f.write('[DEFAULT]\ntest_path=./suite\ntop_dir=./\n')
+        with open(os.path.join(self.tree, 'suite', '__init__.py'), 'w'):
+            pass
+        with open(os.path.join(self.tree, 'suite', 'test_a.py'), 'w') as f:
+            f.write('import unittest\n\n\nclass T(unittest.TestCase):\n'
+                    '    def test_one(self):\n        pass\n\n'
+                    '    def test_two(self):\n        pass\n')
+
+    def test_fresh_tree(self):
+        self.assertEqual(
+            ['suite.test_a.T.test_one', 'suite.test_a.T.test_two'],
+            sorted(recreate.list_suite(self.tree, 'suite')))
+        self.assertEqual(['suite.test_a.T.test_two'], recreate.list_suite(
+            self.tree, 'suite', filters=['two$']))
+
+    def test_suite_that_cannot_be_listed(self):
+        with open(os.path.join(self.tree, 'suite', 'test_b.py'), 'w') as f:
+            f.write('import no_such_module\n')
+        exc = self.assertRaises(recreate.HarnessError, recreate.list_suite,
+                                self.tree, 'suite')
+        self.assertEqual("could not list the tests of suite in %s: "
+                         "ModuleNotFoundError: No module named "
+                         "'no_such_module'" % self.tree, str(exc))
+        self.assertNotIn('\n', str(exc))
