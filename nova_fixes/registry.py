@@ -23,6 +23,8 @@ from nova_fixes import errors
 
 #: nova major version -> series name, for every supported series.
 SERIES_BY_MAJOR = {
+    # Zed, as Debian 12 ships it (python3-nova 2:26.2.2-1~deb12u5).
+    26: '2022.2',
     29: '2024.1',
     30: '2024.2',
     31: '2025.1',
@@ -35,6 +37,7 @@ DEFAULT_SERIES = '2026.2'
 
 #: The nova and openstack-placement release each series is tested with.
 RELEASES = {
+    '2022.2': ('26.2.2', '8.0.0'),
     '2024.1': ('29.4.0', '11.0.1'),
     '2024.2': ('30.3.0', '12.0.2'),
     '2025.1': ('31.3.1', '13.0.1'),

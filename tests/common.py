@@ -38,9 +38,13 @@ def api_paste_config():
     """Where nova's api-paste.ini is for the installed nova.
 
     nova's test configuration looks under the parent of the nova package,
-    but a wheel installs data files under the environment's prefix.
+    but a wheel installs data files under the environment's prefix, and a
+    distribution's package elsewhere again (Debian's nova-common has it in
+    /usr/share/nova-common): $NOVA_FIXES_API_PASTE names the file then.
     """
     import nova
+    if os.environ.get('NOVA_FIXES_API_PASTE'):
+        return os.environ['NOVA_FIXES_API_PASTE']
     candidates = [
         os.path.join(os.path.dirname(os.path.dirname(nova.__file__)),
                      'etc', 'nova', 'api-paste.ini'),

@@ -15,6 +15,7 @@ import time
 
 from keystoneauth1 import exceptions as ks_exc
 
+from nova.compute import utils as compute_utils
 from nova.conductor import manager as conductor_manager
 from nova.scheduler.client import report
 from nova.tests.functional import integrated_helpers
@@ -38,18 +39,19 @@ class TestClaimsOfServersThatNeverReachedACompute(
 
     def test_quota_recheck_failure_drops_the_claim(self):
         self.flags(instances=2, group='quota')
-        original = conductor_manager.ComputeTaskManager._recheck_quota
+        original = compute_utils.check_num_instances_quota
         rechecked = []
 
-        def recheck(*args, **kwargs):
-            # A concurrent request of the project, or an admin, lowered
-            # the quota after the API checked it.
-            self.flags(instances=1, group='quota')
-            rechecked.append(True)
-            return original(*args, **kwargs)
+        def check(context, flavor, min_count, max_count, **kwargs):
+            if (min_count, max_count) == (0, 0):
+                # The conductor's recheck, after the scheduler claimed. A
+                # concurrent request of the project, or an admin, lowered
+                # the quota after the API checked it.
+                self.flags(instances=1, group='quota')
+                rechecked.append(True)
+            return original(context, flavor, min_count, max_count, **kwargs)
 
-        self.stub_out('nova.conductor.manager.ComputeTaskManager.'
-                      '_recheck_quota', recheck)
+        self.stub_out('nova.compute.utils.check_num_instances_quota', check)
         self.api.post_server({'server': {
             'name': 'server', 'flavorRef': self.flavor_id,
             'imageRef': '155d900f-4e14-4e4c-a73d-069cbf4541e6',

@@ -190,7 +190,9 @@ class SeriesTestCase(testtools.TestCase):
     def test_series_of(self):
         self.assertEqual('2026.2', activation.series_of('34.0.0'))
         self.assertEqual('2024.1', activation.series_of('29.4.0'))
-        for bad in ('28.0.0', '35.0.0', 'master', ''):
+        # Zed, as Debian 12 ships it; 27 and 28 are not supported.
+        self.assertEqual('2022.2', activation.series_of('26.2.2'))
+        for bad in ('25.0.0', '27.0.0', '28.0.0', '35.0.0', 'master', ''):
             self.assertRaises(nova_fixes.UnsupportedNova,
                               activation.series_of, bad)
 

@@ -340,6 +340,8 @@ class PatchFileTestCase(testtools.TestCase):
                        'diff --git a/nova/new.py b/nova/new.py',
                        'new file mode 100644', '--- /dev/null'):
             self.assertIn(header, text)
+        # The author is the project itself, not a mailing list.
+        self.assertIn('\nFrom: nova-fixes <nova-fixes@invalid>\n', text)
         # The same input gives the same bytes: check can compare.
         self.assertEqual(text, self.patch.text())
 

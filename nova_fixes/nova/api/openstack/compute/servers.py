@@ -21,7 +21,7 @@ errors and one more except clause.
 
 nova 33.0.0 (2026.1) added a response schema to the method, so it has a
 drop-in per form: ServersController for 2026.1 and later,
-ServersControllerBefore2026 for 2024.1 to 2025.2 (the fix's targets say
+ServersControllerBefore2026 for 2022.2 to 2025.2 (the fix's targets say
 which series take which). The first is defined only on a nova that has
 that schema.
 """
