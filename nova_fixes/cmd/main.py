@@ -13,7 +13,9 @@
 """The nova-fixes command line."""
 
 import argparse
+import os
 import sys
+import warnings
 
 from nova_fixes import errors
 from nova_fixes import fixes
@@ -170,11 +172,18 @@ def main(argv=None):
         after_command = argv.index(unknown[0]) > argv.index(args.command)
         (args.subparser if after_command else top).error(
             'unrecognized arguments: %s' % ' '.join(unknown))
+    # Importing nova warns that eventlet is deprecated (9 lines): nova's
+    # own concern, and nothing a nova-fixes command can act on.
+    warnings.filterwarnings('ignore', message=r'\s*Eventlet is deprecated')
     try:
         return args.func(args)
     except errors.NovaFixesError as e:
         sys.stderr.write('nova-fixes: %s\n' % e)
         return 2
+    except BrokenPipeError:
+        # The reader went away (nova-fixes list | head): stop quietly.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == '__main__':
