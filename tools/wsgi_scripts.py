@@ -19,7 +19,8 @@ wsgi_scripts entry point of the installed nova-fixes whose script is
 missing or names another function, this builds a wheel of the source
 tree (once) and installs the script from it the way pip installs a
 wheel's scripts: next to this python, its "#!python" line naming this
-interpreter. A script already up to date costs nothing.
+interpreter. A script already up to date costs nothing, and so does an
+env that does not install nova-fixes.
 """
 
 import glob
@@ -44,9 +45,13 @@ def _up_to_date(path, entry_point):
 
 
 def main():
+    try:
+        dist = importlib.metadata.distribution('nova-fixes')
+    except importlib.metadata.PackageNotFoundError:
+        # An env that does not install nova-fixes (skip_install).
+        return 0
     bindir = sysconfig.get_path('scripts')
-    wanted = [ep for ep in importlib.metadata.distribution(
-        'nova-fixes').entry_points if ep.group == 'wsgi_scripts']
+    wanted = [ep for ep in dist.entry_points if ep.group == 'wsgi_scripts']
     missing = [ep.name for ep in wanted
                if not _up_to_date(os.path.join(bindir, ep.name), ep)]
     if not missing:
