@@ -25,7 +25,7 @@ from nova_fixes import registry
 
 COMMIT_MESSAGE = """\
 Commit f35930eef8 made the API delete the allocations of a server it
-deletes while the server is still being built. Two ways remain for the
+deletes while the server is still being built. Three ways remain for the
 scheduler's claim to outlive a server that never reached a compute host:
 
 * When schedule_and_build_instances gives up after the scheduler claimed
@@ -46,8 +46,13 @@ scheduler's claim to outlive a server that never reached a compute host:
   servers controller as 503 Service Unavailable: nothing was destroyed,
   and deleting the server again once placement answers completes it.
 
+* When the conductor buries servers in cell0 after the scheduler
+  claimed for them (the scheduler's reply was lost and the conductor
+  timed out), _bury_in_cell0 kept the claim: the conductor now deletes
+  the allocations of the instances it mapped to cell0.
+
 A claim that lands after the API deleted the server, when the conductor
-that asked for it dies before it notices, stays out of reach of both:
+that asked for it dies before it notices, stays out of reach of all:
 nova-manage placement audit --delete finds it (see the release note)."""
 
 
@@ -113,6 +118,10 @@ FIX = registry.Fix(
                         'API._attempt_delete_of_buildrequest',
                         'nova_fixes.nova.compute.api:'
                         '_attempt_delete_of_buildrequest'),
+        registry.Target('nova.conductor.manager:'
+                        'ComputeTaskManager._bury_in_cell0',
+                        'nova_fixes.nova.conductor.manager:_bury_in_cell0',
+                        original_as='_bury_instances_in_cell0'),
         # nova 33 (2026.1) added a response schema to the method: a drop-in
         # per form.
         registry.Target('nova.api.openstack.compute.servers:'
@@ -153,7 +162,8 @@ FIX = registry.Fix(
     ),
     notes=('bug-1859496-conductor-build-cleanup-e1c495f169030405.yaml',
            'bug-1859496-delete-placement-unreachable-a4624a407dbf0447.yaml',
-           'bug-1859496-claim-after-delete-1364567135489ce0.yaml'),
+           'bug-1859496-claim-after-delete-1364567135489ce0.yaml',
+           'bug-1859496-bury-in-cell0-28ac114e9e782140.yaml'),
     patch=registry.Patch(
         slug='Do-not-leak-allocations-of-servers-that-never-reached-a-compute',
         subject='Do not leak allocations of servers that never reached a '
