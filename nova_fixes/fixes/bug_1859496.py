@@ -95,6 +95,30 @@ def build_request_tests_mock_placement(files):
     return changed
 
 
+def bury_without_cell0_test_passes_a_list(files):
+    """nova's test of _bury_in_cell0 without cell0: a list of build
+    requests.
+
+    test_bury_in_cell0_no_cell0 passes build_requests=1, which nova's
+    original never iterates when cell0 is missing. _bury_in_cell0 now
+    reads the UUIDs of what it was given after the original returns (to
+    delete the claims of the instances it mapped to cell0: none here), so
+    it gets an empty list; the test still checks that the original looked
+    cell0 up and returned.
+    """
+    path = 'nova/tests/unit/conductor/test_conductor.py'
+
+    def edit(text):
+        tree = ast.parse(text)
+        func = edits.function(tree, 'test_bury_in_cell0_no_cell0')
+        if func is None or text.count('build_requests=1)') != 1:
+            raise errors.ExportError('%s: no test_bury_in_cell0_no_cell0 '
+                                     'passing build_requests=1' % path)
+        return text.replace('build_requests=1)', 'build_requests=[])')
+
+    return edits.edit_python(files, path, edit)
+
+
 FIX = registry.Fix(
     bug=1859496,
     title='Servers that fail to build before reaching a compute, or '
@@ -170,6 +194,7 @@ FIX = registry.Fix(
                     'compute',
         body=COMMIT_MESSAGE,
         trailers=('Closes-Bug: #1859496', 'Related-Bug: #1783613'),
-        test_edits=(build_request_tests_mock_placement,),
+        test_edits=(build_request_tests_mock_placement,
+                    bury_without_cell0_test_passes_a_list),
     ),
 )
