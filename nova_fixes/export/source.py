@@ -196,7 +196,12 @@ class ModuleEdit(object):
     def __init__(self, nova_module, text, fix):
         self.name = nova_module
         self.text = text
-        self.skip = NOT_EXPORTED | {t.original_as for t in fix.targets}
+        # Names the fix puts in this module itself: its originals kept
+        # under another name, and its new module-level targets (another
+        # target of the fix using one is not a helper to add again).
+        self.skip = NOT_EXPORTED | {t.original_as for t in fix.targets} | {
+            t.attribute for t in fix.targets
+            if t.new and t.module == nova_module and '.' not in t.attribute}
         self.helpers = []  # (DropIn, name), in order of first use
         self.classes = []  # the classes of nova's module that are changed
 

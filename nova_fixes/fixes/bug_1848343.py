@@ -41,12 +41,37 @@ AllocationMoveTargetNotFound is raised.
 
 The compute's _revert_allocation requires it: during a move the
 instance consumer holds the destination allocations, so it exists
-unless the server was deleted. The conductor's rollback runs when the
-instance consumer has no allocations at all (the conductor moved them
-to the migration), so it asks the cell database instead, before the
-move and again after it: every delete path records DELETING or DELETED
-before it removes the allocations, so a delete landing between the two
-questions is seen by the second one.
+unless the server was deleted.
+
+A server deleted in the middle of a move can leave allocations in more
+ways, and the fix owns the invariant rather than each call site: once a
+server is deleted, no allocation is left for its instance consumer or
+for any of its migrations.
+
+* Every delete path (the compute's _complete_deletion, the API's
+  _local_delete) now also removes the allocations of every migration
+  of the server, whatever its status: a revert not finished yet
+  (finish_revert_resize fails on the deleted instance before it moves
+  anything back) or a live migration completing
+  (post_live_migration_at_destination fails before the source's
+  allocations are removed) left the migration consumer on the source
+  node, which the resource tracker never heals.
+
+* Every step that writes allocations for a server during a move checks
+  afterwards, never before, whether the instance is deleted or being
+  deleted, and removes what it wrote if so
+  (compute_utils.delete_allocations_if_deleted): the conductor's
+  rollback (one lookup after the move), the compute's
+  _revert_allocation (a scheduler claim that lands after the delete
+  creates the instance consumer again, so its existence does not prove
+  the server lives), and a rebuild or an unshelve that fails on a
+  deleted instance (an evacuation's or unshelve's claim that landed
+  after the API deleted the server). Every delete path records DELETING
+  or DELETED before it removes the allocations, so a delete either comes
+  after the write and removes it, or is seen by the check. The
+  conductor's rollback does not move allocations from a migration that
+  holds none (nova's move_allocations fails on a source consumer that
+  does not exist).
 
 nova's regression test for the bug asserted the leak under a FIXME; it
 now asserts that no allocation is left."""
@@ -163,8 +188,35 @@ FIX = registry.Fix(
         registry.Target('nova.compute.manager:'
                         'ComputeManager._revert_allocation',
                         'nova_fixes.nova.compute.manager:_revert_allocation'),
+        registry.Target('nova.compute.utils:'
+                        'delete_allocations_of_migrations',
+                        'nova_fixes.nova.compute.utils:'
+                        'delete_allocations_of_migrations', new=True),
+        registry.Target('nova.compute.utils:delete_allocations_if_deleted',
+                        'nova_fixes.nova.compute.utils:'
+                        'delete_allocations_if_deleted', new=True),
+        registry.Target('nova.compute.manager:'
+                        'ComputeManager._complete_deletion',
+                        'nova_fixes.nova.compute.manager:_complete_deletion',
+                        original_as='_complete_deletion_of_instance'),
+        registry.Target('nova.compute.manager:'
+                        'ComputeManager._do_rebuild_instance_with_claim',
+                        'nova_fixes.nova.compute.manager:'
+                        '_do_rebuild_instance_with_claim',
+                        original_as='_rebuild_instance_with_claim',
+                        # nova 26 (2022.2) has no target_state argument.
+                        series=('2024.1', '2024.2', '2025.1', '2025.2',
+                                '2026.1', '2026.2')),
+        registry.Target('nova.compute.manager:'
+                        'ComputeManager._unshelve_instance',
+                        'nova_fixes.nova.compute.manager:_unshelve_instance',
+                        original_as='_unshelve_instance_on_host'),
+        registry.Target('nova.compute.api:API._local_delete',
+                        'nova_fixes.nova.compute.api:_local_delete',
+                        original_as='_local_delete_instance'),
     ),
-    tests=('test_bug_1848343', 'test_bug_1848343_more'),
+    tests=('test_bug_1848343', 'test_bug_1848343_more',
+           'test_bug_1848343_deleted_moves'),
     # In DeletedServerAllocationRevertTest._assert_no_allocations, the
     # source host must still have the deleted server's allocations.
     nova_flips=tuple(
@@ -175,7 +227,9 @@ FIX = registry.Fix(
             'test_migrate_on_compute_fail',
         )),
     notes=('bug-1848343-revert-allocations-deleted-server-'
-           '5c1e0d7a2b9f4e61.yaml',),
+           '5c1e0d7a2b9f4e61.yaml',
+           'bug-1848343-delete-during-move-ba69de04f8550a14.yaml',
+           'bug-1848343-writes-after-delete-81133b470adc2a06.yaml'),
     patch=registry.Patch(
         slug='Do-not-leak-allocations-reverting-a-deleted-server-s-move',
         subject="Do not leak allocations reverting a deleted server's move",

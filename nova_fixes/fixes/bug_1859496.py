@@ -25,7 +25,7 @@ from nova_fixes import registry
 
 COMMIT_MESSAGE = """\
 Commit f35930eef8 made the API delete the allocations of a server it
-deletes while the server is still being built. Two ways remain for the
+deletes while the server is still being built. Three ways remain for the
 scheduler's claim to outlive a server that never reached a compute host:
 
 * When schedule_and_build_instances gives up after the scheduler claimed
@@ -46,8 +46,13 @@ scheduler's claim to outlive a server that never reached a compute host:
   servers controller as 503 Service Unavailable: nothing was destroyed,
   and deleting the server again once placement answers completes it.
 
+* When the conductor buries servers in cell0 after the scheduler
+  claimed for them (the scheduler's reply was lost and the conductor
+  timed out), _bury_in_cell0 kept the claim: the conductor now deletes
+  the allocations of the instances it mapped to cell0.
+
 A claim that lands after the API deleted the server, when the conductor
-that asked for it dies before it notices, stays out of reach of both:
+that asked for it dies before it notices, stays out of reach of all:
 nova-manage placement audit --delete finds it (see the release note)."""
 
 
@@ -90,6 +95,30 @@ def build_request_tests_mock_placement(files):
     return changed
 
 
+def bury_without_cell0_test_passes_a_list(files):
+    """nova's test of _bury_in_cell0 without cell0: a list of build
+    requests.
+
+    test_bury_in_cell0_no_cell0 passes build_requests=1, which nova's
+    original never iterates when cell0 is missing. _bury_in_cell0 now
+    reads the UUIDs of what it was given after the original returns (to
+    delete the claims of the instances it mapped to cell0: none here), so
+    it gets an empty list; the test still checks that the original looked
+    cell0 up and returned.
+    """
+    path = 'nova/tests/unit/conductor/test_conductor.py'
+
+    def edit(text):
+        tree = ast.parse(text)
+        func = edits.function(tree, 'test_bury_in_cell0_no_cell0')
+        if func is None or text.count('build_requests=1)') != 1:
+            raise errors.ExportError('%s: no test_bury_in_cell0_no_cell0 '
+                                     'passing build_requests=1' % path)
+        return text.replace('build_requests=1)', 'build_requests=[])')
+
+    return edits.edit_python(files, path, edit)
+
+
 FIX = registry.Fix(
     bug=1859496,
     title='Servers that fail to build before reaching a compute, or '
@@ -113,6 +142,10 @@ FIX = registry.Fix(
                         'API._attempt_delete_of_buildrequest',
                         'nova_fixes.nova.compute.api:'
                         '_attempt_delete_of_buildrequest'),
+        registry.Target('nova.conductor.manager:'
+                        'ComputeTaskManager._bury_in_cell0',
+                        'nova_fixes.nova.conductor.manager:_bury_in_cell0',
+                        original_as='_bury_instances_in_cell0'),
         # nova 33 (2026.1) added a response schema to the method: a drop-in
         # per form.
         registry.Target('nova.api.openstack.compute.servers:'
@@ -153,13 +186,15 @@ FIX = registry.Fix(
     ),
     notes=('bug-1859496-conductor-build-cleanup-e1c495f169030405.yaml',
            'bug-1859496-delete-placement-unreachable-a4624a407dbf0447.yaml',
-           'bug-1859496-claim-after-delete-1364567135489ce0.yaml'),
+           'bug-1859496-claim-after-delete-1364567135489ce0.yaml',
+           'bug-1859496-bury-in-cell0-28ac114e9e782140.yaml'),
     patch=registry.Patch(
         slug='Do-not-leak-allocations-of-servers-that-never-reached-a-compute',
         subject='Do not leak allocations of servers that never reached a '
                     'compute',
         body=COMMIT_MESSAGE,
         trailers=('Closes-Bug: #1859496', 'Related-Bug: #1783613'),
-        test_edits=(build_request_tests_mock_placement,),
+        test_edits=(build_request_tests_mock_placement,
+                    bury_without_cell0_test_passes_a_list),
     ),
 )

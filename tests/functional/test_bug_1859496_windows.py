@@ -506,7 +506,7 @@ class DeleteWhilePlacementUnreachableTest(_WindowsTestBase):
            allocation must belong to a live server (on vanilla nova no
            process will ever delete them). The delete was refused and the
            server is still listed: the conductor buried it in cell0, in
-           ERROR, where it keeps its claim until it is deleted.
+           ERROR, and removed the claim it will never use.
         4. The user deletes it again: nothing is left.
         """
         server, claim, bus_back, built = self._stuck_in_build()
@@ -518,7 +518,10 @@ class DeleteWhilePlacementUnreachableTest(_WindowsTestBase):
         self.assert_no_leaked_allocations()
         self._assert_refused(server, response, failed)
         self.assertEqual('ERROR', self.api.get_server(server['id'])['status'])
-        self.assertEqual(claim,
+        # Buried in cell0, the server no longer holds the claim (see
+        # BuriedInCell0Test): until the drop-in of _bury_in_cell0 it kept
+        # it until this delete.
+        self.assertEqual({},
                          self._get_allocations_by_server_uuid(server['id']))
 
         self.delete_server_and_wait(server)
@@ -539,6 +542,77 @@ class DeleteWhilePlacementFailsTest(DeleteWhilePlacementUnreachableTest):
         response.status_code = 503
         response._content = b'503 Service Unavailable'
         return response
+
+
+# -- window 4: the scheduler's reply is lost, the server buried in cell0 -----
+
+
+class BuriedInCell0Test(_WindowsTestBase):
+    """Window 4: the conductor buries a server in cell0 after the scheduler
+    claimed for it.
+
+    The scheduler claims and replies, and the reply is lost on the message
+    bus: the conductor gets MessagingTimeout and buries the server in
+    cell0, in ERROR. ComputeTaskManager._bury_in_cell0 keeps the claim:
+    capacity on a compute host (and, with
+    [quota]count_usage_from_placement, the user's cores and RAM) is held by
+    a server that never reached it, for as long as the user does not
+    delete it. No resource tracker accounts for it (it is on no host).
+
+    1. The scheduler claims host1 for a new server; its reply is lost.
+    2. The conductor gives up and buries the server in cell0.
+    3. The server is in ERROR in cell0 and holds nothing in placement,
+       nor after archive and the periodics.
+    4. Its delete leaves nothing.
+    """
+
+    def test_lost_scheduler_reply(self):
+        claimed, bus_back, built = (
+            DeleteWhilePlacementUnreachableTest._lose_scheduler_reply(self))
+        server = self._boot(1)[0]
+        self.wait_for(claimed, 'the scheduler to claim')
+        self.assertNotEqual({}, self._get_allocations_by_server_uuid(
+            server['id']))
+        bus_back.set()
+        self.wait_for(built, 'the conductor to give up')
+
+        self.assertEqual('ERROR', self.api.get_server(server['id'])['status'])
+        self.assertFalse(self._instance_in_a_cell(server))
+        self.assertEqual({}, self._get_allocations_by_server_uuid(
+            server['id']), base.LEAK + 'the claim of a server buried in '
+            'cell0')
+        self._assert_placement_clean('once the server is buried in cell0')
+        self.archive_and_run_periodics()
+        self._assert_placement_clean('after archive_deleted_rows and the '
+                                     'resource tracker periodic')
+        self.assertEqual({'instances': 1, 'cores': 1, 'ram': 64},
+                         self._quota_in_use(server))
+
+        self._delete_and_assert_left_nothing([server])
+
+
+class BuriedInCell0PlacementQuotaTest(BuriedInCell0Test):
+    """Window 4 with [quota]count_usage_from_placement: the kept claim
+    counts as the user's cores and RAM.
+    """
+
+    def setUp(self):
+        super(BuriedInCell0PlacementQuotaTest, self).setUp()
+        self.flags(count_usage_from_placement=True, group='quota')
+
+    def test_lost_scheduler_reply(self):
+        claimed, bus_back, built = (
+            DeleteWhilePlacementUnreachableTest._lose_scheduler_reply(self))
+        server = self._boot(1)[0]
+        self.wait_for(claimed, 'the scheduler to claim')
+        bus_back.set()
+        self.wait_for(built, 'the conductor to give up')
+
+        self.assertEqual('ERROR', self.api.get_server(server['id'])['status'])
+        self.assertEqual({'instances': 1, 'cores': 0, 'ram': 0},
+                         self._quota_in_use(server),
+                         base.LEAK + 'quota usage of a server buried in cell0')
+        self._delete_and_assert_left_nothing([server])
 
 
 # -- window 3: the claim lands after the delete, the conductor is dead -------

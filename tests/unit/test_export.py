@@ -205,6 +205,20 @@ class ExportSourceTestCase(testtools.TestCase):
             'def brand_new(context):\n    """Something new.\n    """\n'
             '    return LOG\n'))
 
+    def test_new_function_using_another_new_target(self):
+        # A target the fix adds is not a helper to add a second time.
+        with open(self.dropins.path, 'a') as f:
+            f.write('\n\ndef also_new(context):\n'
+                    '    return brand_new(context)\n')
+        text = self._export(
+            registry.Target('nova.fake:brand_new',
+                            'nova_fixes.fake:brand_new', new=True),
+            registry.Target('nova.fake:also_new',
+                            'nova_fixes.fake:also_new', new=True))
+        self.assertEqual(1, text.count('def brand_new('))
+        self.assertIn('def also_new(context):\n    return brand_new(', text)
+        compile(text, 'fake.py', 'exec')
+
     def test_new_target_that_nova_has_is_refused(self):
         e = self.assertRaises(errors.ExportError, self._export,
                               registry.Target('nova.fake:Client.keep',

@@ -15,6 +15,7 @@
 from keystoneauth1 import exceptions as ks_exc
 from oslo_log import log as logging
 
+from nova.compute import utils as compute_utils
 from nova import exception
 from nova import objects
 
@@ -91,3 +92,20 @@ def _delete_allocations_or_refuse(reportclient, context, instance):
                 'the delete can be retried.', reason, instance=instance)
     raise exception.PlacementUnavailableForDelete(
         instance_uuid=instance.uuid, reason=reason)
+
+
+def _local_delete(self, context, instance, bdms, delete_type, cb):
+    """Replaces API._local_delete (bug 1848343).
+
+    Delete an instance whose compute is down (or that is shelved
+    offloaded) from the database, allocations of its migrations included.
+
+    nova's original removes the allocations of the instance consumer. A
+    server deleted during a move also has a migration consumer holding
+    the source node (an evacuation or a revert whose compute went down),
+    which nothing else removes: see delete_allocations_of_migrations. The
+    instance is destroyed by now, with its migration rows.
+    """
+    self._local_delete_instance(context, instance, bdms, delete_type, cb)
+    compute_utils.delete_allocations_of_migrations(
+        context, self.placementclient, instance.uuid)

@@ -16,6 +16,7 @@ import time
 
 from oslo_log import log as logging
 from oslo_service import periodic_task
+from oslo_utils import excutils
 
 from nova.compute import power_state
 from nova.compute import utils as compute_utils
@@ -47,6 +48,12 @@ def _revert_allocation(self, context, instance, migration):
     requires its generation, and when it is gone the migration's
     allocations are removed instead of being given to a deleted server.
 
+    The instance consumer can also exist for a deleted server: the
+    scheduler's claim for the move may land after the delete and create
+    it again. So, once the allocations are written, the instance is looked
+    up (delete_allocations_if_deleted): if it is deleted, what is left for
+    it and its migration is removed.
+
     :returns: the allocations moved back, keyed by provider UUID, or False
         when there was nothing to move back
     """
@@ -57,6 +64,11 @@ def _revert_allocation(self, context, instance, migration):
                   '%s on source node %s. Unable to revert source node '
                   'allocations back to the instance.',
                   migration.uuid, migration.source_node, instance=instance)
+        # NOTE(bug 1848343): the delete of the server removed them, and a
+        # claim that landed afterwards may have created the instance
+        # consumer again.
+        compute_utils.delete_allocations_if_deleted(
+            context, self.reportclient, instance.uuid)
         return False
 
     LOG.info('Swapping old allocation on %(rp_uuids)s held by migration '
@@ -79,7 +91,90 @@ def _revert_allocation(self, context, instance, migration):
                       'placement heal_allocations" to restore its '
                       'allocations.', migration.uuid, instance=instance)
         return False
+    # NOTE(bug 1848343): checked after the move, not before, so that a
+    # delete racing it either removes what was moved or is seen here.
+    if compute_utils.delete_allocations_if_deleted(
+            context, self.reportclient, instance.uuid, migration.uuid):
+        return False
     return orig_alloc
+
+
+def _complete_deletion(self, context, instance):
+    """Replaces ComputeManager._complete_deletion (bug 1848343).
+
+    Finish the delete of an instance, allocations of its migrations
+    included.
+
+    nova's original removes the allocations of the instance consumer. A
+    server deleted during a move (a revert not finished yet, a live
+    migration about to complete) also has a migration consumer holding
+    the source node, and the step that would have removed it fails on the
+    deleted instance. The instance is destroyed by now, with its
+    migration rows: their allocations are removed here, whatever the
+    status of the migrations (see delete_allocations_of_migrations).
+    """
+    self._complete_deletion_of_instance(context, instance)
+    compute_utils.delete_allocations_of_migrations(
+        context, self.reportclient, instance.uuid)
+
+
+def _do_rebuild_instance_with_claim(
+        self, context, instance, orig_image_ref, image_meta,
+        injected_files, new_pass, orig_sys_metadata, bdms, evacuate,
+        on_shared_storage, preserve_ephemeral, migration,
+        request_spec, allocations, rebuild_claim, scheduled_node,
+        limits, accel_uuids, reimage_boot_volume, target_state):
+    """Replaces _do_rebuild_instance_with_claim (bug 1848343).
+
+    Rebuild or evacuate an instance, and remove the scheduler's claim of
+    an evacuation when the instance turns out to be deleted.
+
+    An evacuation's claim on the destination can land after the API
+    deleted the server (its compute is down, so the API deleted it
+    locally, allocations included): it creates the instance consumer
+    again. rebuild_instance then fails on the deleted instance and only
+    logs it; here the allocations written for the deleted instance are
+    removed (delete_allocations_if_deleted), and the failure goes on as
+    before.
+    """
+    try:
+        self._rebuild_instance_with_claim(
+            context, instance, orig_image_ref, image_meta,
+            injected_files, new_pass, orig_sys_metadata, bdms,
+            evacuate, on_shared_storage, preserve_ephemeral, migration,
+            request_spec, allocations, rebuild_claim, scheduled_node,
+            limits, accel_uuids, reimage_boot_volume, target_state)
+    except (exception.InstanceNotFound,
+            exception.UnexpectedDeletingTaskStateError):
+        with excutils.save_and_reraise_exception():
+            compute_utils.delete_allocations_if_deleted(
+                context, self.reportclient, instance.uuid)
+
+
+def _unshelve_instance(self, context, instance, image, filter_properties,
+                       node, request_spec, accel_uuids):
+    """Replaces ComputeManager._unshelve_instance (bug 1848343).
+
+    Unshelve an instance on this host, and remove the scheduler's claim
+    when the instance turns out to be deleted.
+
+    The scheduler's claim for an unshelve can land after the API deleted
+    the shelved offloaded server (it has no host, so the API deletes it
+    locally, allocations included): it creates the instance consumer
+    again. The unshelve then fails on the deleted instance before it
+    does anything; here the allocations written for the deleted instance
+    are removed (delete_allocations_if_deleted), and the failure goes on
+    as before.
+    """
+    try:
+        self._unshelve_instance_on_host(
+            context, instance, image, filter_properties, node,
+            request_spec, accel_uuids)
+    except (exception.InstanceNotFound,
+            exception.UnexpectedDeletingTaskStateError):
+        with excutils.save_and_reraise_exception():
+            compute_utils.delete_allocations_if_deleted(
+                context, self.reportclient, instance.uuid)
 
 
 # -- orphan instances ------------------------------------------------------

@@ -18,6 +18,7 @@ from nova.compute import task_states
 from nova.compute import vm_states
 from nova import exception
 from nova import objects
+from nova import utils
 
 LOG = log.getLogger(__name__)
 
@@ -55,3 +56,86 @@ def is_instance_deleted(context, instance_uuid):
         return False
     return (instance.vm_state == vm_states.DELETED or
             instance.task_state == task_states.DELETING)
+
+
+def delete_allocations_of_migrations(context, reportclient, instance_uuid):
+    """Added to nova.compute.utils (bug 1848343).
+
+    Delete the allocations of every migration of a deleted instance.
+
+    A delete removes the allocations of the instance consumer. During a
+    move the migration consumer holds the source node (cold migration,
+    resize, revert, live migration), and the step that would have removed
+    or reverted them fails on the deleted instance before it does
+    (finish_revert_resize, post_live_migration_at_destination). The
+    resource tracker never heals migration consumers and the migration
+    rows are deleted with their instance, so nothing else ever removes
+    them. Called by every delete path once the instance is recorded
+    deleted, whatever the status of its migrations: a step that writes
+    allocations for a migration later on checks afterwards whether the
+    instance is deleted (see delete_allocations_if_deleted).
+
+    Failures are logged: the delete of the server goes on.
+
+    :param context: nova request context, targeted at the instance's cell
+    :param reportclient: the placement report client to use
+    :param instance_uuid: UUID of the deleted instance
+    """
+    try:
+        with utils.temporary_mutation(context, read_deleted='yes'):
+            migrations = objects.MigrationList.get_by_filters(
+                context, {'instance_uuid': instance_uuid})
+    except Exception:
+        LOG.exception('Unable to list the migrations of deleted instance '
+                      '%s; their allocations, if any, are left in '
+                      'placement.', instance_uuid)
+        return
+    for migration in migrations:
+        _delete_consumer_allocations(context, reportclient,
+                                     migration.uuid, 'migration')
+
+
+def delete_allocations_if_deleted(context, reportclient, instance_uuid,
+                                  migration_uuid=None):
+    """Added to nova.compute.utils (bug 1848343).
+
+    Delete what a move wrote for an instance that turns out deleted.
+
+    A step of a move that writes allocations for the instance consumer or
+    a migration consumer (the scheduler's claim, a revert, a rollback, an
+    evacuation) may do so after the server was deleted, and create again a
+    consumer that nobody will delete. Such a step calls this after it has
+    written, never before: every delete path records DELETING or DELETED
+    (see is_instance_deleted) before it removes the allocations of the
+    instance and of its migrations, so either the delete comes after the
+    write and removes it, or it is seen here and the write is removed.
+
+    :param context: nova request context, targeted at the instance's cell
+    :param reportclient: the placement report client to use
+    :param instance_uuid: UUID of the instance
+    :param migration_uuid: UUID of the migration whose allocations the
+        step wrote or reverted, if any
+    :returns: True if the instance is deleted and its allocations (and the
+        migration's) were removed
+    """
+    if not is_instance_deleted(context, instance_uuid):
+        return False
+    LOG.info('Instance %s was deleted during its move; removing the '
+             'allocations written for it after the delete.', instance_uuid)
+    _delete_consumer_allocations(context, reportclient, instance_uuid,
+                                 'instance')
+    if migration_uuid is not None:
+        _delete_consumer_allocations(context, reportclient, migration_uuid,
+                                     'migration')
+    return True
+
+
+def _delete_consumer_allocations(context, reportclient, consumer_uuid,
+                                 consumer_type):
+    try:
+        reportclient.delete_allocation_for_instance(
+            context, consumer_uuid, consumer_type=consumer_type, force=True)
+    except Exception:
+        LOG.exception('Unable to delete the allocations of %s %s in '
+                      'placement; "nova-manage placement audit --delete" '
+                      'finds them.', consumer_type, consumer_uuid)

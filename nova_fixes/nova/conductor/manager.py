@@ -67,6 +67,57 @@ def _cleanup_build_artifacts(self, context, exc, instances, build_requests,
             _delete_allocations(self.report_client, context, instance)
 
 
+def _bury_in_cell0(self, context, request_spec, exc,
+                   build_requests=None, instances=None,
+                   block_device_mapping=None,
+                   tags=None):
+    """Replaces ComputeTaskManager._bury_in_cell0 (bug 1859496).
+
+    Ensure all provided build_requests and instances end up in cell0,
+    holding no claim in placement.
+
+    schedule_and_build_instances buries the servers it could not schedule
+    in cell0, in ERROR. When the scheduler did claim for them (its reply
+    was lost on the message bus and the conductor got MessagingTimeout,
+    or the host it picked has no host mapping), nova's original keeps the
+    claim: capacity on a compute host (and, with
+    [quota]count_usage_from_placement, the user's cores and RAM) is held
+    by a server that never reached it, until the user deletes it. No
+    resource tracker accounts for it: it is on no host.
+
+    This runs nova's original, then deletes the allocations of the
+    instances it buried: those whose instance mapping now names cell0
+    (the original leaves alone an instance already mapped to another
+    cell).
+    """
+    self._bury_instances_in_cell0(
+        context, request_spec, exc, build_requests=build_requests,
+        instances=instances, block_device_mapping=block_device_mapping,
+        tags=tags)
+    by_uuid = {request.instance_uuid: request.instance
+               for request in build_requests or []}
+    by_uuid.update((inst.uuid, inst) for inst in instances or [])
+    for uuid in _mapped_to_cell0(context, sorted(by_uuid)):
+        _delete_allocations(self.report_client, context, by_uuid[uuid])
+
+
+def _mapped_to_cell0(context, uuids):
+    """UUIDs of the instances whose instance mapping names cell0."""
+    if not uuids:
+        return set()
+    try:
+        mappings = objects.InstanceMappingList.get_by_instance_uuids(
+            context, uuids)
+    except Exception:
+        LOG.exception('Unable to read the instance mappings of '
+                      'instances %s; their allocations are kept.',
+                      ', '.join(uuids))
+        return set()
+    return {mapping.instance_uuid for mapping in mappings
+            if mapping.cell_mapping is not None and
+            mapping.cell_mapping.uuid == objects.CellMapping.CELL0_UUID}
+
+
 def _never_mapped(context, instances):
     """UUIDs of the instances whose instance mapping has no cell yet."""
     uuids = [instance.uuid for instance in instances if instance is not None]

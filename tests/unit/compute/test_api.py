@@ -114,3 +114,32 @@ class AttemptDeleteOfBuildRequestTestCase(testtools.TestCase):
         self.delete.side_effect = ValueError('bug')
         self.assertRaises(ValueError, self._attempt)
         get_br.return_value.destroy.assert_not_called()
+
+
+@mock.patch('nova.compute.utils.delete_allocations_of_migrations',
+            create=True)
+class LocalDeleteTestCase(testtools.TestCase):
+
+    def test_migrations_after_nova_original(self, migrations):
+        compute_api = mock.Mock()
+        instance = mock.Mock(uuid=UUID)
+        order = mock.Mock()
+        order.attach_mock(compute_api._local_delete_instance, 'delete')
+        order.attach_mock(migrations, 'migrations')
+        api._local_delete(compute_api, mock.sentinel.ctxt, instance,
+                          mock.sentinel.bdms, 'delete', mock.sentinel.cb)
+        self.assertEqual([
+            mock.call.delete(mock.sentinel.ctxt, instance,
+                             mock.sentinel.bdms, 'delete', mock.sentinel.cb),
+            mock.call.migrations(mock.sentinel.ctxt,
+                                 compute_api.placementclient, UUID)],
+            order.mock_calls)
+
+    def test_original_failure_removes_nothing(self, migrations):
+        compute_api = mock.Mock()
+        compute_api._local_delete_instance.side_effect = (
+            exception.InstanceNotFound(instance_id=UUID))
+        self.assertRaises(exception.InstanceNotFound, api._local_delete,
+                          compute_api, mock.sentinel.ctxt, mock.Mock(),
+                          None, 'delete', None)
+        migrations.assert_not_called()

@@ -31,6 +31,11 @@ class RevertAllocationTestCase(testtools.TestCase):
         self.reportclient = self.compute.reportclient
         self.reportclient.get_allocations_for_consumer.return_value = {
             'rp1': {'resources': {'VCPU': 1}}}
+        patcher = mock.patch('nova.compute.utils.'
+                             'delete_allocations_if_deleted',
+                             return_value=False)
+        self.check = patcher.start()
+        self.addCleanup(patcher.stop)
 
     def _revert(self):
         return manager._revert_allocation(
@@ -42,11 +47,26 @@ class RevertAllocationTestCase(testtools.TestCase):
         self.reportclient.move_allocations.assert_called_once_with(
             self.context, 'migration-uuid', 'instance-uuid',
             target_consumer_generation_required=True)
+        self.check.assert_called_once_with(
+            self.context, self.reportclient, 'instance-uuid',
+            'migration-uuid')
+
+    def test_deleted_after_the_move(self):
+        # A claim that landed after the delete re-created the instance
+        # consumer: the move succeeds, the check after it removes it.
+        self.check.return_value = True
+        self.assertFalse(self._revert())
+        self.reportclient.move_allocations.assert_called_once()
+        self.check.assert_called_once_with(
+            self.context, self.reportclient, 'instance-uuid',
+            'migration-uuid')
 
     def test_nothing_held_by_the_migration(self):
         self.reportclient.get_allocations_for_consumer.return_value = {}
         self.assertFalse(self._revert())
         self.reportclient.move_allocations.assert_not_called()
+        self.check.assert_called_once_with(
+            self.context, self.reportclient, 'instance-uuid')
 
     @mock.patch('nova.compute.utils.is_instance_deleted', create=True,
                 return_value=True)
@@ -77,3 +97,104 @@ class RevertAllocationTestCase(testtools.TestCase):
             exception.AllocationMoveFailed(source_consumer='m',
                                            target_consumer='i', error='x'))
         self.assertRaises(exception.AllocationMoveFailed, self._revert)
+
+
+@mock.patch('nova.compute.utils.delete_allocations_of_migrations',
+            create=True)
+class CompleteDeletionTestCase(testtools.TestCase):
+
+    def test_migrations_after_nova_original(self, migrations):
+        compute = mock.Mock()
+        instance = mock.Mock(uuid='instance-uuid')
+        order = mock.Mock()
+        order.attach_mock(compute._complete_deletion_of_instance, 'complete')
+        order.attach_mock(migrations, 'migrations')
+        manager._complete_deletion(compute, mock.sentinel.ctxt, instance)
+        self.assertEqual([
+            mock.call.complete(mock.sentinel.ctxt, instance),
+            mock.call.migrations(mock.sentinel.ctxt, compute.reportclient,
+                                 'instance-uuid')],
+            order.mock_calls)
+
+    def test_original_failure_removes_nothing(self, migrations):
+        compute = mock.Mock()
+        compute._complete_deletion_of_instance.side_effect = ValueError
+        self.assertRaises(ValueError, manager._complete_deletion,
+                          compute, mock.sentinel.ctxt, mock.Mock())
+        migrations.assert_not_called()
+
+
+@mock.patch('nova.compute.utils.delete_allocations_if_deleted',
+            create=True)
+class DoRebuildInstanceWithClaimTestCase(testtools.TestCase):
+
+    ARGS = tuple('arg%d' % i for i in range(18))
+
+    def setUp(self):
+        super(DoRebuildInstanceWithClaimTestCase, self).setUp()
+        self.compute = mock.Mock()
+        self.original = self.compute._rebuild_instance_with_claim
+        self.instance = mock.Mock(uuid='instance-uuid')
+
+    def _rebuild(self):
+        return manager._do_rebuild_instance_with_claim(
+            self.compute, mock.sentinel.ctxt, self.instance, *self.ARGS)
+
+    def test_success_checks_nothing(self, check):
+        self._rebuild()
+        self.original.assert_called_once_with(
+            mock.sentinel.ctxt, self.instance, *self.ARGS)
+        check.assert_not_called()
+
+    def test_deleted_instance_is_checked_and_reraised(self, check):
+        for error in (exception.InstanceNotFound(instance_id='x'),
+                      exception.UnexpectedDeletingTaskStateError(
+                          instance_uuid='x', expected='a', actual='b')):
+            check.reset_mock()
+            self.original.side_effect = error
+            self.assertRaises(type(error), self._rebuild)
+            check.assert_called_once_with(
+                mock.sentinel.ctxt, self.compute.reportclient,
+                'instance-uuid')
+
+    def test_other_failures_check_nothing(self, check):
+        self.original.side_effect = exception.BuildAbortException(
+            instance_uuid='x', reason='y')
+        self.assertRaises(exception.BuildAbortException, self._rebuild)
+        check.assert_not_called()
+
+
+@mock.patch('nova.compute.utils.delete_allocations_if_deleted',
+            create=True)
+class UnshelveInstanceTestCase(testtools.TestCase):
+
+    ARGS = ('image', 'filter_properties', 'node', 'request_spec',
+            'accel_uuids')
+
+    def setUp(self):
+        super(UnshelveInstanceTestCase, self).setUp()
+        self.compute = mock.Mock()
+        self.original = self.compute._unshelve_instance_on_host
+        self.instance = mock.Mock(uuid='instance-uuid')
+
+    def _unshelve(self):
+        return manager._unshelve_instance(
+            self.compute, mock.sentinel.ctxt, self.instance, *self.ARGS)
+
+    def test_success_checks_nothing(self, check):
+        self._unshelve()
+        self.original.assert_called_once_with(
+            mock.sentinel.ctxt, self.instance, *self.ARGS)
+        check.assert_not_called()
+
+    def test_deleted_instance_is_checked_and_reraised(self, check):
+        self.original.side_effect = exception.InstanceNotFound(
+            instance_id='instance-uuid')
+        self.assertRaises(exception.InstanceNotFound, self._unshelve)
+        check.assert_called_once_with(
+            mock.sentinel.ctxt, self.compute.reportclient, 'instance-uuid')
+
+    def test_other_failures_check_nothing(self, check):
+        self.original.side_effect = ValueError
+        self.assertRaises(ValueError, self._unshelve)
+        check.assert_not_called()

@@ -15,6 +15,7 @@ from unittest import mock
 from nova.compute import task_states
 from nova.compute import vm_states
 from nova import exception
+from nova import objects
 import testtools
 
 from nova_fixes.nova.compute import utils
@@ -61,3 +62,84 @@ class IsInstanceDeletedTestCase(testtools.TestCase):
     def test_lookup_error_means_not_known_deleted(self):
         self.get.side_effect = exception.DBNotAllowed(binary='x')
         self.assertFalse(self._deleted())
+
+
+class DeleteAllocationsOfMigrationsTestCase(testtools.TestCase):
+
+    def setUp(self):
+        super(DeleteAllocationsOfMigrationsTestCase, self).setUp()
+        objects.register_all()
+        self.context = mock.NonCallableMock(spec=['read_deleted'],
+                                            read_deleted='no')
+        self.client = mock.Mock()
+        patcher = mock.patch('nova.objects.MigrationList.get_by_filters')
+        self.list = patcher.start()
+        self.addCleanup(patcher.stop)
+
+    def test_every_migration_whatever_its_status(self):
+        seen = []
+        self.list.side_effect = lambda ctxt, filters: (
+            seen.append(ctxt.read_deleted) or
+            [mock.Mock(uuid='m1', status='reverting'),
+             mock.Mock(uuid='m2', status='confirmed')])
+        utils.delete_allocations_of_migrations(self.context, self.client,
+                                               'uuid')
+        self.list.assert_called_once_with(self.context,
+                                          {'instance_uuid': 'uuid'})
+        # The rows are deleted with the instance.
+        self.assertEqual(['yes'], seen)
+        self.assertEqual('no', self.context.read_deleted)
+        self.assertEqual([
+            mock.call(self.context, 'm1', consumer_type='migration',
+                      force=True),
+            mock.call(self.context, 'm2', consumer_type='migration',
+                      force=True)],
+            self.client.delete_allocation_for_instance.mock_calls)
+
+    def test_failures_are_logged_not_raised(self):
+        self.list.return_value = [mock.Mock(uuid='m1'), mock.Mock(uuid='m2')]
+        self.client.delete_allocation_for_instance.side_effect = (
+            exception.AllocationDeleteFailed(consumer_uuid='m1', error='x'))
+        with mock.patch.object(utils, 'LOG') as log:
+            utils.delete_allocations_of_migrations(self.context, self.client,
+                                                   'uuid')
+        self.assertEqual(2, log.exception.call_count)
+        self.list.side_effect = exception.DBNotAllowed(binary='x')
+        with mock.patch.object(utils, 'LOG') as log:
+            utils.delete_allocations_of_migrations(self.context, self.client,
+                                                   'uuid')
+        log.exception.assert_called_once()
+
+
+@mock.patch.object(utils, 'is_instance_deleted')
+class DeleteAllocationsIfDeletedTestCase(testtools.TestCase):
+
+    def setUp(self):
+        super(DeleteAllocationsIfDeletedTestCase, self).setUp()
+        self.context = mock.sentinel.context
+        self.client = mock.Mock()
+
+    def test_live_instance_keeps_everything(self, deleted):
+        deleted.return_value = False
+        self.assertFalse(utils.delete_allocations_if_deleted(
+            self.context, self.client, 'uuid', 'mig'))
+        deleted.assert_called_once_with(self.context, 'uuid')
+        self.client.delete_allocation_for_instance.assert_not_called()
+
+    def test_deleted_instance_and_its_migration(self, deleted):
+        deleted.return_value = True
+        self.assertTrue(utils.delete_allocations_if_deleted(
+            self.context, self.client, 'uuid', 'mig'))
+        self.assertEqual([
+            mock.call(self.context, 'uuid', consumer_type='instance',
+                      force=True),
+            mock.call(self.context, 'mig', consumer_type='migration',
+                      force=True)],
+            self.client.delete_allocation_for_instance.mock_calls)
+
+    def test_deleted_instance_without_migration(self, deleted):
+        deleted.return_value = True
+        self.assertTrue(utils.delete_allocations_if_deleted(
+            self.context, self.client, 'uuid'))
+        self.client.delete_allocation_for_instance.assert_called_once_with(
+            self.context, 'uuid', consumer_type='instance', force=True)

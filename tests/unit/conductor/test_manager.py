@@ -139,3 +139,74 @@ class CleanupBuildArtifactsTestCase(testtools.TestCase):
             self._cleanup(instance)
         log.info.assert_called_once()
         self.assertIs(instance[0], log.info.call_args.kwargs['instance'])
+
+
+@mock.patch('nova.objects.InstanceMappingList.get_by_instance_uuids')
+class BuryInCell0TestCase(testtools.TestCase):
+
+    def setUp(self):
+        super(BuryInCell0TestCase, self).setUp()
+        objects.register_all()
+        self.conductor = mock.Mock()
+        client = self.conductor.report_client
+        self.delete = client.delete_allocation_for_instance
+        self.delete.return_value = True
+        self.context = mock.sentinel.context
+        self.cell0 = mock.Mock(uuid=objects.CellMapping.CELL0_UUID)
+        self.original = self.conductor._bury_instances_in_cell0
+
+    def _bury(self, build_requests=None, instances=None):
+        manager._bury_in_cell0(
+            self.conductor, self.context, mock.sentinel.spec,
+            mock.sentinel.exc, build_requests=build_requests,
+            instances=instances, block_device_mapping=mock.sentinel.bdms,
+            tags=mock.sentinel.tags)
+
+    def _deleted(self):
+        return [c.args[1] for c in self.delete.call_args_list]
+
+    def test_claims_of_the_buried_deleted_after_nova(self,
+                                                     mappings):
+        order = mock.Mock()
+        order.attach_mock(self.original, 'bury')
+        order.attach_mock(self.delete, 'delete')
+        requests = [mock.Mock(instance_uuid='a', instance=mock.Mock(uuid='a'))]
+        instances = [mock.Mock(uuid='b')]
+        mappings.return_value = [_mapping('a', self.cell0),
+                                 _mapping('b', self.cell0)]
+        self._bury(requests, instances)
+        mappings.assert_called_once_with(self.context, ['a', 'b'])
+        # nova's original ran first.
+        self.assertEqual('bury', order.mock_calls[0][0])
+        self.assertEqual(['delete', 'delete'],
+                         [c[0] for c in order.mock_calls[1:]])
+        self.original.assert_called_once_with(
+            self.context, mock.sentinel.spec,
+            mock.sentinel.exc, build_requests=requests, instances=instances,
+            block_device_mapping=mock.sentinel.bdms, tags=mock.sentinel.tags)
+        self.assertEqual(['a', 'b'], sorted(self._deleted()))
+
+    def test_instance_mapped_to_another_cell_keeps_its_claim(self,
+                                                             mappings):
+        mappings.return_value = [_mapping('a', mock.Mock(uuid='cell1')),
+                                 _mapping('b', None)]
+        self._bury(instances=[mock.Mock(uuid='a'), mock.Mock(uuid='b')])
+        self.assertEqual([], self._deleted())
+
+    def test_failed_lookup_keeps_every_claim(self, mappings):
+        mappings.side_effect = exception.DBNotAllowed(binary='x')
+        with mock.patch.object(manager, 'LOG') as log:
+            self._bury(instances=[mock.Mock(uuid='a')])
+        log.exception.assert_called_once()
+        self.assertEqual([], self._deleted())
+
+    def test_nothing_to_bury_reads_nothing(self, mappings):
+        self._bury()
+        mappings.assert_not_called()
+        self.assertEqual([], self._deleted())
+
+    def test_original_failure_deletes_nothing(self, mappings):
+        self.original.side_effect = ValueError
+        self.assertRaises(ValueError, self._bury,
+                          instances=[mock.Mock(uuid='a')])
+        mappings.assert_not_called()

@@ -15,7 +15,6 @@
 from oslo_log import log as logging
 
 from nova.compute import utils as compute_utils
-from nova import exception
 from nova.scheduler.client import report
 
 LOG = logging.getLogger(__name__)
@@ -36,39 +35,28 @@ def revert_allocation_for_migration(context, source_cn, instance, migration):
     server or not, so placement cannot tell us whether the server was
     deleted meanwhile: nova's cell database can.
 
-    1. The instance is deleted (or being deleted): remove the migration's
-       allocations instead of giving them to a consumer nobody will delete.
-    2. Otherwise revert as nova always did.
-    3. Ask again: a delete that removed the instance's allocations between
-       step 1 and the move in step 2 has recorded DELETING/DELETED before
-       doing so (see is_instance_deleted), so it is seen here and what the
-       move re-created is removed.
+    1. Revert as nova always did (the move creates the instance consumer
+       again if the server was deleted), unless the migration holds
+       nothing any more: a delete of the server removes the allocations
+       of its migrations, and nova's move fails on a source consumer that
+       does not exist.
+    2. Then ask whether the instance is deleted, or being deleted: every
+       delete path records DELETING/DELETED before it removes the
+       allocations of the instance and its migrations, so a delete either
+       came after the move and removed what it wrote, or is seen here and
+       what the move wrote (and whatever the migration still holds, if the
+       move failed) is removed. One lookup of the instance, after the
+       move, with no window between a check and the write.
     """
     reportclient = report.report_client_singleton()
-    if compute_utils.is_instance_deleted(context, instance.uuid):
-        LOG.info('Instance was deleted during migration %s; removing the '
-                 'allocations held by the migration instead of reverting '
-                 'them.', migration.uuid, instance=instance)
-        _delete_allocations(reportclient, context, migration.uuid,
-                            'migration')
-        return
-
-    _move_allocations_back_to_instance(
-        context, source_cn, instance, migration)
-
-    if compute_utils.is_instance_deleted(context, instance.uuid):
-        LOG.info('Instance was deleted while the allocations of migration '
-                 '%s were reverted to it; removing them.', migration.uuid,
-                 instance=instance)
-        _delete_allocations(reportclient, context, instance.uuid,
-                            'instance')
-
-
-def _delete_allocations(reportclient, context, consumer_uuid, consumer_type):
     try:
-        reportclient.delete_allocation_for_instance(
-            context, consumer_uuid, consumer_type=consumer_type, force=True)
-    except exception.AllocationDeleteFailed:
-        LOG.error('Unable to delete the allocations of %s %s in placement; '
-                  'they may need to be removed by hand.', consumer_type,
-                  consumer_uuid)
+        if reportclient.get_allocations_for_consumer(context,
+                                                     migration.uuid):
+            _move_allocations_back_to_instance(
+                context, source_cn, instance, migration)
+        else:
+            LOG.info('Migration %s holds no allocations; nothing to '
+                     'revert.', migration.uuid, instance=instance)
+    finally:
+        compute_utils.delete_allocations_if_deleted(
+            context, reportclient, instance.uuid, migration.uuid)

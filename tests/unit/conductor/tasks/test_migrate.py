@@ -20,7 +20,7 @@ from nova_fixes.nova.conductor.tasks import migrate
 
 @mock.patch('nova.scheduler.client.report.report_client_singleton')
 @mock.patch.object(migrate, '_move_allocations_back_to_instance')
-@mock.patch('nova.compute.utils.is_instance_deleted', create=True)
+@mock.patch('nova.compute.utils.delete_allocations_if_deleted', create=True)
 class RevertAllocationForMigrationTestCase(testtools.TestCase):
 
     def setUp(self):
@@ -29,43 +29,45 @@ class RevertAllocationForMigrationTestCase(testtools.TestCase):
         self.source_cn = mock.sentinel.source_cn
         self.instance = mock.Mock(uuid='instance-uuid')
         self.migration = mock.Mock(uuid='migration-uuid')
+        self.held = {'rp1': {'resources': {'VCPU': 1}}}
 
     def _revert(self):
         migrate.revert_allocation_for_migration(
             self.context, self.source_cn, self.instance, self.migration)
 
-    def test_live_server_reverts_as_nova_does(self, deleted, original,
-                                              client):
-        deleted.return_value = False
+    def test_reverts_as_nova_does_then_checks_once(self, check, original,
+                                                   client):
+        order = mock.Mock()
+        order.attach_mock(original, 'revert')
+        order.attach_mock(check, 'check')
+        check.return_value = False
+        client.return_value.get_allocations_for_consumer.return_value = (
+            self.held)
         self._revert()
-        original.assert_called_once_with(
-            self.context, self.source_cn, self.instance, self.migration)
-        self.assertEqual(2, deleted.call_count)
-        client.return_value.delete_allocation_for_instance.assert_not_called()
+        self.assertEqual([
+            mock.call.revert(self.context, self.source_cn, self.instance,
+                             self.migration),
+            mock.call.check(self.context, client.return_value,
+                            'instance-uuid', 'migration-uuid')],
+            order.mock_calls)
 
-    def test_deleted_before_the_revert(self, deleted, original, client):
-        deleted.return_value = True
+    def test_nothing_held_nothing_moved_still_checked(self, check,
+                                                      original, client):
+        # The delete of the server removed the migration's allocations:
+        # nova's move would fail on the missing source consumer.
+        held = client.return_value.get_allocations_for_consumer
+        held.return_value = {}
         self._revert()
+        held.assert_called_once_with(self.context, 'migration-uuid')
         original.assert_not_called()
-        delete = client.return_value.delete_allocation_for_instance
-        delete.assert_called_once_with(
-            self.context, 'migration-uuid', consumer_type='migration',
-            force=True)
+        check.assert_called_once_with(self.context, client.return_value,
+                                      'instance-uuid', 'migration-uuid')
 
-    def test_deleted_during_the_revert(self, deleted, original, client):
-        deleted.side_effect = [False, True]
-        self._revert()
-        original.assert_called_once()
-        delete = client.return_value.delete_allocation_for_instance
-        delete.assert_called_once_with(
-            self.context, 'instance-uuid', consumer_type='instance',
-            force=True)
-
-    def test_delete_failure_is_logged_not_raised(self, deleted, original,
-                                                 client):
-        deleted.return_value = True
-        client.return_value.delete_allocation_for_instance.side_effect = (
-            exception.AllocationDeleteFailed(consumer_uuid='m', error='x'))
-        with mock.patch.object(migrate, 'LOG') as log:
-            self._revert()
-        log.error.assert_called_once()
+    def test_checked_when_the_revert_fails(self, check, original, client):
+        client.return_value.get_allocations_for_consumer.return_value = (
+            self.held)
+        original.side_effect = exception.AllocationMoveFailed(
+            source_consumer='m', target_consumer='i', error='x')
+        self.assertRaises(exception.AllocationMoveFailed, self._revert)
+        check.assert_called_once_with(self.context, client.return_value,
+                                      'instance-uuid', 'migration-uuid')

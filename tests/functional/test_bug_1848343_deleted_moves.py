@@ -1,0 +1,296 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Regression tests for bug 1848343: a server deleted in the middle of a
+move leaves no allocation behind, whatever step of the move is late.
+
+https://bugs.launchpad.net/nova/+bug/1848343
+
+test_bug_1848343 covers the rollbacks that move a migration's allocations
+back to a deleted server. Here the delete itself, or a step that writes
+allocations after it, leaves them:
+
+1. A revert: the delete lands before the source's finish_revert_resize
+   moves the migration's allocations back, and finish_revert_resize fails
+   on the deleted instance before it does.
+2. A live migration completes after the delete:
+   post_live_migration_at_destination fails on the deleted instance
+   before the source's allocations held by the migration are removed.
+3. The scheduler's claim for a cold migration lands after the delete and
+   creates the deleted server's instance consumer again.
+4. An evacuation: the API deletes the server locally (its compute is
+   down) before the scheduler's claim on the destination lands.
+
+In each, a delete removes only the instance consumer's allocations, and
+nothing removes a migration consumer's: the resource tracker heals
+instance consumers only, and the migration row goes with its instance.
+"""
+
+import threading
+
+from nova.compute import manager as compute_manager
+from nova.conductor import manager as conductor_manager
+from nova.tests.functional import integrated_helpers
+
+from tests.functional import base
+
+TIMEOUT = 30
+
+
+class _DeletedMoveTestBase(base.NovaFixesTestMixin,
+                           integrated_helpers.ProviderUsageBaseTestCase):
+    compute_driver = 'fake.MediumFakeDriver'
+
+    def setUp(self):
+        super(_DeletedMoveTestBase, self).setUp()
+        self._start_compute('host1')
+        self._start_compute('host2')
+
+    def _create_server(self):
+        server = super(_DeletedMoveTestBase, self)._create_server(
+            networks='none')
+        source = server['OS-EXT-SRV-ATTR:host']
+        target = 'host2' if source == 'host1' else 'host1'
+        return server, source, target
+
+    def _delete_before(self, owner, name, server):
+        """Delete ``server`` through the API when ``owner.name`` is called,
+        before it runs; returns an event set once it has returned (or
+        raised).
+        """
+        return self.watch(owner, name,
+                          before=lambda: self.delete_server_and_wait(server))
+
+    def _delete_before_move_claim(self, server):
+        """Delete ``server`` when the scheduler is about to claim for it,
+        then let the claim land.
+
+        :returns: an event set once the claim is written
+        """
+        claimed = threading.Event()
+        self.addCleanup(claimed.set)
+        claim_resources = compute_manager.scheduler_utils.claim_resources
+
+        def claim(ctx, client, spec_obj, instance_uuid, *args, **kwargs):
+            if instance_uuid == server['id']:
+                self.delete_server_and_wait(server)
+            try:
+                return claim_resources(ctx, client, spec_obj, instance_uuid,
+                                       *args, **kwargs)
+            finally:
+                claimed.set()
+
+        self.stub_out('nova.scheduler.utils.claim_resources', claim)
+        return claimed
+
+
+class RevertThenDeleteTest(_DeletedMoveTestBase):
+    """Regression test for bug 1848343: sequence 1, revert then delete.
+
+    1. A cold migration finishes: VERIFY_RESIZE; the migration consumer
+       holds the source node, the instance consumer the destination.
+    2. The user reverts. The destination's revert_resize casts
+       finish_revert_resize to the source.
+    3. The user deletes the server before the source's
+       finish_revert_resize runs. The migration is 'reverting', so the
+       API's confirm-on-delete leaves it alone; the compute deleting the
+       server removes the instance consumer only.
+    4. finish_revert_resize fails on the deleted instance before it moves
+       anything back: the migration consumer keeps the source node.
+    """
+
+    def test_delete_before_finish_revert_resize(self):
+        server, source, target = self._create_server()
+        self._migrate_server(server)
+        reverted = self._delete_before(
+            compute_manager.ComputeManager, 'finish_revert_resize', server)
+
+        self.api.post_server_action(server['id'], {'revertResize': None})
+        self.wait_for(reverted, 'finish_revert_resize', TIMEOUT)
+        self.assert_server_left_nothing(server)
+
+
+class LiveMigrationCompletesAfterDeleteTest(_DeletedMoveTestBase):
+    """Regression test for bug 1848343: sequence 2, a live migration
+    completes after the server was deleted.
+
+    1. A live migration runs: the migration consumer holds the source
+       node, the instance consumer the destination.
+    2. The guest has moved; before the destination's
+       post_live_migration_at_destination runs, the user deletes the
+       server. The source compute deletes it and removes the instance
+       consumer only.
+    3. post_live_migration_at_destination fails on the deleted instance,
+       and the source's _post_live_migration never reaches the removal of
+       the migration's allocations on the source node.
+    """
+
+    def test_delete_before_post_live_migration_at_destination(self):
+        server, source, target = self._create_server()
+        completed = self._delete_before(
+            compute_manager.ComputeManager,
+            'post_live_migration_at_destination', server)
+        post_live = self.watch(compute_manager.ComputeManager,
+                               '_post_live_migration')
+
+        self.api.post_server_action(server['id'], {
+            'os-migrateLive': {'host': target, 'block_migration': 'auto'}})
+        self.wait_for(completed, 'post_live_migration_at_destination',
+                      TIMEOUT)
+        self.wait_for(post_live, '_post_live_migration', TIMEOUT)
+        self.assert_server_left_nothing(server)
+
+
+class ClaimAfterDeleteMoveTest(_DeletedMoveTestBase):
+    """Regression test for bug 1848343: sequence 3, the scheduler's claim
+    for a cold migration lands after the delete.
+
+    1. The conductor moves the source allocations to the migration
+       consumer and asks the scheduler for a destination.
+    2. The user deletes the server before the scheduler claims: the
+       compute removes the instance consumer (it holds nothing now).
+    3. The scheduler claims the destination for the instance consumer,
+       creating it again for a deleted server.
+    4. The move fails on the deleted instance; its revert moves the
+       migration's allocations into the re-created instance consumer, or
+       leaves them with the migration. Nobody deletes either.
+    """
+
+    def test_delete_before_cold_migration_claim(self):
+        server, source, target = self._create_server()
+        claimed = self._delete_before_move_claim(server)
+        migrated = self.watch(conductor_manager.ComputeTaskManager,
+                              'migrate_server')
+        prepared = self.watch(compute_manager.ComputeManager, 'prep_resize')
+
+        self.api.post_server_action(server['id'], {'migrate': None})
+        self.wait_for(claimed, 'the scheduler to claim', TIMEOUT)
+        self.wait_for(migrated, 'the conductor', TIMEOUT)
+        self.wait_for(prepared, 'prep_resize on %s to fail' % target,
+                      TIMEOUT)
+        self.assert_server_left_nothing(server)
+
+
+class EvacuateAfterLocalDeleteTest(_DeletedMoveTestBase):
+    """Regression test for bug 1848343: sequence 4, an evacuation claims
+    after the API deleted the server locally.
+
+    1. The server's compute is down; the admin evacuates it. The conductor
+       asks the scheduler for a destination.
+    2. The user deletes the server. Its compute is down, so the API
+       deletes it locally and removes the instance consumer.
+    3. The scheduler claims the destination for the instance consumer,
+       creating it again for a deleted server.
+    4. rebuild_instance on the destination fails on the deleted instance
+       and removes no allocation.
+    """
+
+    def test_delete_before_evacuation_claim(self):
+        server, source, target = self._create_server()
+        compute = self.computes[source]
+        compute.stop()
+        self.admin_api.put_service(compute.service_ref.uuid,
+                                   {'forced_down': 'true'})
+        claimed = self._delete_before_move_claim(server)
+        rebuilt = self.watch(compute_manager.ComputeManager,
+                             'rebuild_instance')
+
+        self.admin_api.post_server_action(server['id'], {'evacuate': {}})
+        self.wait_for(claimed, 'the scheduler to claim', TIMEOUT)
+        self.wait_for(rebuilt, 'rebuild_instance on %s' % target, TIMEOUT)
+        self.assert_server_left_nothing(server)
+
+
+# -- neighbouring sequences ------------------------------------------------
+
+
+class ConfirmRacingDeleteTest(_DeletedMoveTestBase):
+    """No regression for bug 1848343's fixes: a confirm racing a delete.
+
+    1. A cold migration finishes: VERIFY_RESIZE.
+    2. The user confirms: the migration is 'confirming' and the source is
+       cast confirm_resize, which is held back.
+    3. The user deletes the server: the API's confirm-on-delete finds the
+       'confirming' migration and confirms it on the source with an RPC
+       call (not a cast), which removes the migration's allocations
+       before the destination deletes the server.
+    4. The user's confirm_resize runs: the migration is gone with its
+       instance, and it returns.
+
+    nova's confirm-on-delete waits for the confirm, so nothing leaks on
+    any nova: the test guards that the delete path's removal of the
+    migration's allocations does not get in the way.
+    """
+
+    recreates = False
+
+    def test_delete_before_confirm_resize_runs(self):
+        server, source, target = self._create_server()
+        self._migrate_server(server)
+        deleted = threading.Event()
+        self.addCleanup(deleted.set)
+        held = []
+        holding = threading.Event()
+        returned = threading.Event()
+        self.addCleanup(returned.set)
+        original = compute_manager.ComputeManager.confirm_resize
+
+        def confirm_resize(*args, **kwargs):
+            if held:
+                return original(*args, **kwargs)
+            held.append(args)
+            holding.set()
+            deleted.wait(TIMEOUT)
+            try:
+                return original(*args, **kwargs)
+            finally:
+                returned.set()
+
+        self.stub_out('nova.compute.manager.ComputeManager.confirm_resize',
+                      confirm_resize)
+        self.api.post_server_action(server['id'], {'confirmResize': None})
+        self.wait_for(holding, "the user's confirm_resize", TIMEOUT)
+        self.delete_server_and_wait(server)
+        deleted.set()
+        self.wait_for(returned, "the user's confirm_resize", TIMEOUT)
+        self.assert_server_left_nothing(server)
+
+
+class UnshelveAfterDeleteTest(_DeletedMoveTestBase):
+    """Regression test for bug 1848343: a delete during an unshelve.
+
+    1. A server is shelved and offloaded: it has no host and no
+       allocations.
+    2. The user unshelves it; the conductor asks the scheduler for a host.
+    3. The user deletes the server: it has no host, so the API deletes it
+       locally.
+    4. The scheduler claims a host for the instance consumer, creating it
+       again for a deleted server, and the unshelve fails on the deleted
+       instance.
+    """
+
+    def test_delete_before_unshelve_claim(self):
+        server, source, target = self._create_server()
+        self._shelve_server(server)
+        self.assertEqual({}, self._get_allocations_by_server_uuid(
+            server['id']))
+        claimed = self._delete_before_move_claim(server)
+        scheduled = self.watch(conductor_manager.ComputeTaskManager,
+                               'unshelve_instance')
+        unshelved = self.watch(compute_manager.ComputeManager,
+                               'unshelve_instance')
+
+        self.api.post_server_action(server['id'], {'unshelve': None})
+        self.wait_for(claimed, 'the scheduler to claim', TIMEOUT)
+        self.wait_for(scheduled, 'the conductor', TIMEOUT)
+        self.wait_for(unshelved, 'unshelve_instance on the compute', TIMEOUT)
+        self.assert_server_left_nothing(server)
