@@ -44,15 +44,18 @@ CI_OPERATIONS = ('cold-migrate-revert', 'live-migrate-pre-fails')
 
 #: What the explorer must find on vanilla nova, unaided: (operation, step,
 #: variant) that must be LEAK there. Bug 1848343's revert paths: the
-#: compute's finish_revert_resize moves the migration's allocations back
-#: to the deleted server; _rollback_live_migration likewise.
+#: server deleted while the revert of a cold migration is on its way to
+#: the destination or back to the source; finish_revert_resize fails on
+#: the deleted server and the migration keeps the source's allocations.
 KNOWN_VANILLA_LEAKS = {
+    ('cold-migrate-revert', 'rpc compute.revert_resize', 'delete'):
+        '1848343 revert_resize',
     ('cold-migrate-revert', 'rpc compute-alt.finish_revert_resize',
      'delete'): '1848343 finish_revert_resize',
-    ('cold-migrate-revert', 'ComputeManager._revert_allocation',
+    ('cold-migrate-revert', 'ComputeManager._finish_revert_resize',
      'delete'): '1848343 finish_revert_resize',
-    ('live-migrate-pre-fails', 'ComputeManager._rollback_live_migration',
-     'delete'): '1848343 _rollback_live_migration',
+    ('cold-migrate-revert', 'rpc compute.prep_resize', 'delete'):
+        '1848343 prep_resize failure',
 }
 
 
