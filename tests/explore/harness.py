@@ -101,6 +101,9 @@ class ExploreCase(base.NovaFixesTestMixin,
         self.useFixture(fixtures.MonkeyPatch(
             'nova.tests.fixtures.CellDatabases.setUp', capture))
         self._hooked = False
+        if self.operation.cells:
+            self.NUMBER_OF_CELLS = 1 + len(
+                set(self.operation.cells.values()) - {'cell1'})
         super(ExploreCase, self).setUp()
         # The periodics of the second check include the orphan instances
         # task of nova-fixes where it exists.
@@ -256,7 +259,7 @@ class ExploreCase(base.NovaFixesTestMixin,
         op = self.operation
         self.flavor_id = self._create_flavor(**op.flavor)
         for host in op.hosts:
-            self._start_compute(host)
+            self._start_compute(host, cell_name=op.cells.get(host))
         self.baseline = self._quota_usage()
         op.prepare(self)
         self.settle()

@@ -34,6 +34,8 @@ class Operation(object):
     flavor = FLAVOR
     #: Whether ``run`` creates the servers itself (boot operations).
     boots = False
+    #: The cell of each host, if not cell1 (a second cell is set up).
+    cells = {}
 
     def prepare(self, case):
         """Create what exists before the operation (not explored)."""
@@ -121,6 +123,28 @@ class ResizeSameHost(Resize):
     def prepare(self, case):
         case.flags(allow_resize_to_same_host=True)
         super(ResizeSameHost, self).prepare(case)
+
+
+class CrossCellResize(Resize):
+    """A resize to a host of another cell (host1 in cell1, host2 in
+    cell2), which the policy allows the admin to do.
+    """
+    name = 'cross-cell-resize-confirm'
+    cells = {'host2': 'cell2'}
+
+    def prepare(self, case):
+        from nova.policies import base as base_policies
+        from nova.policies import servers as servers_policies
+        case.policy.set_rules({servers_policies.CROSS_CELL_RESIZE:
+                               base_policies.RULE_ADMIN_API},
+                              overwrite=False)
+        super(CrossCellResize, self).prepare(case)
+
+
+class CrossCellResizeRevert(CrossCellResize):
+    name = 'cross-cell-resize-revert'
+    finish = 'revertResize'
+    final = 'host1'
 
 
 class LiveMigrate(Operation):
@@ -261,5 +285,6 @@ class ShelveUnshelve(Operation):
 
 OPERATIONS = [cls() for cls in (
     Boot, BootMulti, ColdMigrate, ColdMigrateRevert, Resize, ResizeRevert,
-    ResizeSameHost, LiveMigrate, LiveMigratePreFails, LiveMigrateDriverFails,
-    LiveMigrateAbort, Evacuate, ShelveUnshelve)]
+    ResizeSameHost, CrossCellResize, CrossCellResizeRevert, LiveMigrate,
+    LiveMigratePreFails, LiveMigrateDriverFails, LiveMigrateAbort, Evacuate,
+    ShelveUnshelve)]

@@ -68,6 +68,7 @@ NOT_STEPS = (
     '_get_sorted_hosts', '_get_alternate_hosts',
     # volumes, accelerators, ports: the explored servers have none
     '_update_bdm_', '_complete_volume_attachments',
+    '_delete_volume_attachments',
     '_update_volume_attachments', '_terminate_volume_connections',
     '_create_arqs_for_ports', '_create_and_bind_arqs',
     '_create_and_bind_arq_for_instance', '_delete_arqs_for_instance',
