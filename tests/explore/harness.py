@@ -20,9 +20,10 @@ NovaFixesTestMixin on ProviderUsageBaseTestCase), run once per plan:
   ``after`` point: the harness' own control);
 - ``inject``: the operation runs until the target step, which is held;
   the server is deleted through the API (optionally with its compute
-  down: the API deletes it locally); the step is released; everything
-  settles and the invariants are checked, then again after
-  archive_deleted_rows and the periodics.
+  down: the API deletes it locally) and the compute has deleted it (see
+  _wait_for_the_compute); the step is released; everything settles and
+  the invariants are checked, then again after archive_deleted_rows and
+  the periodics.
 
 Every wait is bounded; nothing sleeps.
 """
@@ -334,7 +335,10 @@ class ExploreCase(base.NovaFixesTestMixin,
                                'the held step)')
             tracker.release.set()
             return False
+        before = (tracker.deletes_sent, tracker.deletes_done)
         waited = self._delete_all(down=down)
+        if not waited:
+            waited = self._wait_for_the_compute(*before)
         tracker.release.set()
         for event in self._open_gates_after:
             event.set()
@@ -397,6 +401,23 @@ class ExploreCase(base.NovaFixesTestMixin,
                         'response within %ss)' % DELETE_TIMEOUT)
             if errors:
                 self._outcome_.details.append('DELETE: ' + errors[0])
+        return None
+
+    def _wait_for_the_compute(self, sent, done):
+        """Wait until the compute has deleted the server as the API asked
+        it to, unless the held step has the instance lock the compute's
+        terminate_instance takes: then the delete can only run after the
+        step, and it is released at once. Either way one interleaving,
+        every time.
+
+        :returns: why the harness failed, if the compute never finished
+        """
+        asked = self.tracker.deletes_sent - sent
+        if not asked or any(_locked(s['id']) for s in self.servers):
+            return None
+        if not self.tracker.wait_deletes(done + asked, DELETE_TIMEOUT):
+            return ('the compute\'s terminate_instance waits on the held '
+                    'step (not done within %ss)' % DELETE_TIMEOUT)
         return None
 
     def _wait_deletes(self):
@@ -522,6 +543,19 @@ class ExploreCase(base.NovaFixesTestMixin,
                 wrong.append('instance %s not deleted in %s%s' % (
                     uuid[:8], name, when))
         return leaks, wrong
+
+
+def _locked(uuid):
+    """Whether a thread holds the lock nova takes on an instance
+    (utils.synchronized(instance.uuid), an internal lock).
+    """
+    from oslo_concurrency import lockutils
+    semaphore = lockutils._semaphores._semaphores.get(uuid)
+    if semaphore is None:
+        return False
+    if hasattr(semaphore, 'locked'):
+        return semaphore.locked()
+    return semaphore._value <= 0
 
 
 def nova_fixtures_module():

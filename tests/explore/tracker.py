@@ -125,6 +125,9 @@ class Tracker(object):
         # What is in flight.
         self._polled = 0
         self._tasks = 0
+        #: terminate_instance messages sent, and processed.
+        self.deletes_sent = 0
+        self.deletes_done = 0
         self._listeners = set()
         self._exchanges = []
 
@@ -191,6 +194,14 @@ class Tracker(object):
                         count += len(queue)
         return count
 
+    def wait_deletes(self, count, timeout):
+        """Wait until ``count`` terminate_instance messages have been
+        processed by their compute.
+        """
+        with self._cond:
+            return self._cond.wait_for(
+                lambda: self.deletes_done >= count, timeout)
+
     def busy(self):
         return self._polled + self._tasks + self._queued()
 
@@ -251,11 +262,16 @@ class Tracker(object):
 
         deliver = impl_fake.FakeExchange.deliver_message
 
-        def deliver_message(exchange, *args, **kwargs):
+        def deliver_message(exchange, topic, ctxt, message, *args,
+                            **kwargs):
             try:
-                return deliver(exchange, *args, **kwargs)
+                return deliver(exchange, topic, ctxt, message, *args,
+                               **kwargs)
             finally:
-                tracker.notify()
+                with tracker._cond:
+                    if message.get('method') == DELETE_METHOD:
+                        tracker.deletes_sent += 1
+                    tracker._cond.notify_all()
 
         process = rpc_server.RPCServer._process_incoming
 
@@ -271,6 +287,8 @@ class Tracker(object):
                 tracker._local.rpc = None
                 with tracker._cond:
                     tracker._polled -= len(incoming)
+                    if method == DELETE_METHOD:
+                        tracker.deletes_done += 1
                     tracker._cond.notify_all()
 
         spawn_on = thread_pool_factory.spawn_on
@@ -336,6 +354,9 @@ class Tracker(object):
 
         return entry
 
+
+#: The RPC method through which the API has a compute delete a server.
+DELETE_METHOD = 'terminate_instance'
 
 #: How long a held step waits for the explorer to release it.
 HOLD_TIMEOUT = 120
