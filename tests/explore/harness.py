@@ -1,0 +1,563 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""One run of an operation on nova's functional fixtures.
+
+ExploreCase is a test case of the functional suite's own kind (the
+NovaFixesTestMixin on ProviderUsageBaseTestCase), run once per plan:
+
+- ``record``: the operation runs undisturbed while the tracker records
+  its steps; then the server is deleted and the invariants checked (the
+  ``after`` point: the harness' own control);
+- ``inject``: the operation runs until the target step, which is held;
+  the server is deleted through the API (optionally with its compute
+  down: the API deletes it locally) and the compute has deleted it (see
+  _wait_for_the_compute); the step is released; everything settles and
+  the invariants are checked, then again after archive_deleted_rows and
+  the periodics.
+
+Every wait is bounded; nothing sleeps.
+"""
+
+import threading
+import traceback
+
+import fixtures
+
+from nova.cmd import manage
+from nova import context as nova_context
+from nova import exception
+from nova import objects
+from nova.tests.functional.api import client as api_client
+from nova.tests.functional import integrated_helpers
+
+from tests.explore import tracker as tracker_mod
+from tests.functional import base
+
+#: Bounds of the waits (seconds). They are only reached when something is
+#: wrong; a run that works never waits for a timeout.
+SETTLE_TIMEOUT = 60
+DELETE_TIMEOUT = 15
+OP_TIMEOUT = 90
+#: Every manager method is a step (tracker.NOT_STEPS is ignored).
+ALL_ENTRIES = False
+
+
+class Stop(Exception):
+    """The operation's driver stops: its server was deleted."""
+
+
+class Outcome(object):
+    """What one run found: result is OK, LEAK, WRONG or ERROR."""
+
+    def __init__(self):
+        self.result = None
+        self.details = []
+        #: What was seen but is no failure (guests before the periodics).
+        self.notes = []
+        self.steps = []
+        self.unholdable = []
+        self.held_owner = None
+
+    def error(self, why):
+        if self.result != 'ERROR':
+            self.result = 'ERROR'
+            self.details = [why]
+
+    def to_dict(self):
+        return {'result': self.result, 'details': self.details,
+                'notes': self.notes}
+
+
+class ExploreCase(base.NovaFixesTestMixin,
+                  integrated_helpers.ProviderUsageBaseTestCase):
+    compute_driver = 'fake.MediumFakeDriver'
+
+    def __init__(self, operation, plan):
+        super(ExploreCase, self).__init__('test_explore')
+        self.operation = operation
+        #: ('record',) or ('inject', step, compute_down)
+        self.plan = plan
+        self._outcome_ = Outcome()
+
+    def setUp(self):
+        self._cells = []
+        self.tracker = tracker_mod.Tracker(all_entries=ALL_ENTRIES)
+        cells_setup = nova_fixtures_module().CellDatabases.setUp
+        cells = self._cells
+
+        def capture(fixture):
+            cells.append(fixture)
+            return cells_setup(fixture)
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.tests.fixtures.CellDatabases.setUp', capture))
+        self._hooked = False
+        if self.operation.cells:
+            self.NUMBER_OF_CELLS = 1 + len(
+                set(self.operation.cells.values()) - {'cell1'})
+        super(ExploreCase, self).setUp()
+        # The periodics of the second check include the orphan instances
+        # task of nova-fixes where it exists.
+        self.flags(action='reap', grace_period=0, group='orphan_instances')
+        self.ctxt = nova_context.get_admin_context()
+        self.servers = []
+        self.servers_known = threading.Event()
+        self.deleted = threading.Event()
+        self.down_hosts = set()
+        self._down_host = None
+        self.gates = {}
+
+    def start_service(self, name, host=None, cell_name=None, **kwargs):
+        # Hooked before the first service starts: from its first call of
+        # an RPC method on, nova's service._TrackingEndpointWrapper keeps
+        # the method it found, and the drop-ins are active by now.
+        if not self._hooked:
+            self._hooked = True
+            self.tracker._cell_lock = self._cells[0]._cell_lock
+            for name_, hook in self.tracker.hooks():
+                self.useFixture(fixtures.MonkeyPatch(name_, hook))
+        return super(ExploreCase, self).start_service(
+            name, host=host, cell_name=cell_name, **kwargs)
+
+    # -- what operations use ---------------------------------------------
+
+    def settle(self, timeout=SETTLE_TIMEOUT):
+        if not self.tracker.settle(timeout):
+            raise RuntimeError('nova did not settle within %ss (%d in '
+                               'flight)' % (timeout, self.tracker.busy()))
+
+    def act(self, server, body, **kwargs):
+        """A server action, unless the server is deleted."""
+        if self.deleted.is_set():
+            raise Stop()
+        try:
+            return self.api.post_server_action(server['id'], body, **kwargs)
+        except api_client.OpenStackApiException:
+            if self.deleted.is_set():
+                raise Stop()
+            raise
+
+    def show(self, server):
+        if self.deleted.is_set():
+            raise Stop()
+        try:
+            return self.admin_api.get_server(server['id'])
+        except api_client.OpenStackApiNotFoundException:
+            raise Stop()
+
+    def expect(self, server, status, host=None):
+        """The server is in ``status`` (one of them, if a tuple), on
+        ``host``, unless deleted.
+        """
+        shown = self.show(server)
+        statuses = status if isinstance(status, tuple) else (status,)
+        if shown['status'] not in statuses or (
+                host and shown['OS-EXT-SRV-ATTR:host'] != host):
+            if self.deleted.is_set():
+                raise Stop()
+            raise AssertionError(
+                'server %s is %s on %s, expected %s on %s' % (
+                    server['id'], shown['status'],
+                    shown['OS-EXT-SRV-ATTR:host'], status, host or 'any'))
+        return shown
+
+    def boot(self, count=1, host=None):
+        """Create ``count`` servers in one request (publishes them)."""
+        request = self._build_server(flavor_id=self.flavor_id,
+                                     networks='none')
+        if host:
+            request['host'] = host
+        if count > 1:
+            request.update(min_count=count, max_count=count,
+                           return_reservation_id=True)
+            reservation = self.api.post_server({'server': request})
+            servers = self.api.get_servers(search_opts={
+                'reservation_id': reservation['reservation_id']})
+        else:
+            servers = [self.api.post_server({'server': request})]
+        self.servers.extend(servers)
+        self.servers_known.set()
+        return servers
+
+    def migration(self, server):
+        """The server's latest migration, as the API shows it."""
+        if self.deleted.is_set():
+            raise Stop()
+        migrations = self.api.api_get(
+            '/os-migrations?instance_uuid=%s' % server['id']
+        ).body['migrations']
+        return max(migrations, key=lambda m: m['id'])
+
+    def migration_status(self, server):
+        return self.migration(server)['status']
+
+    def api_call(self, method, url, **kwargs):
+        """Another API request about the server, unless it is deleted."""
+        if self.deleted.is_set():
+            raise Stop()
+        try:
+            return getattr(self.api, 'api_' + method)(url, **kwargs)
+        except api_client.OpenStackApiException:
+            if self.deleted.is_set():
+                raise Stop()
+            raise
+
+    def gate(self, what):
+        """An event an operation's stub waits for; the explorer's delete
+        opens every gate (a deleted guest ends what its driver did).
+        """
+        event = threading.Event()
+        self.gates[what] = event
+        self.addCleanup(event.set)
+        return event
+
+    def wait_gate(self, event):
+        if not event.wait(OP_TIMEOUT):
+            raise RuntimeError('a gate of the operation was never opened')
+
+    def compute_down(self, host):
+        """The API sees the compute of ``host`` down from now on."""
+        service = self.computes[host].service_ref
+        self.api.put_service(service.uuid, {'forced_down': True})
+        self.down_hosts.add(host)
+
+    def bring_up(self, host):
+        """A compute that was down comes back: restarted, its guests as
+        they were.
+        """
+        if host not in self.down_hosts:
+            return
+        self.down_hosts.discard(host)
+        # Restarted first: nova refuses to force up a source whose
+        # evacuations its init_host has not cleaned up yet.
+        self.computes[host] = self.restart_compute_service(
+            self.computes[host])
+        service = self.computes[host].service_ref
+        self.api.put_service(service.uuid, {'forced_down': False})
+
+    # -- the run -----------------------------------------------------------
+
+    def test_explore(self):
+        try:
+            self._explore()
+        except Exception:
+            self._outcome_.error('harness: ' + traceback.format_exc(
+                limit=-3).strip().replace('\n', ' | '))
+        finally:
+            self.tracker.release.set()
+
+    def _explore(self):
+        op = self.operation
+        self.flavor_id = self._create_flavor(**op.flavor)
+        for host in op.hosts:
+            self._start_compute(host, cell_name=op.cells.get(host))
+        self.baseline = self._quota_usage()
+        op.prepare(self)
+        self.settle()
+        if not self.operation.boots:
+            self.servers_known.set()
+        if self.plan[0] == 'record':
+            self.tracker.arm(record=True)
+            error = self._drive(OP_TIMEOUT, wait=True)
+            self.tracker.disarm()
+            self._outcome_.steps = list(self.tracker.steps)
+            self._outcome_.unholdable = list(self.tracker.unholdable)
+            if error:
+                self._outcome_.error(
+                    'the operation failed undisturbed: ' + error)
+                return
+            self._delete_all(down=False)
+        else:
+            _, step, down = self.plan
+            self.tracker.arm(target=step)
+            if not self._inject(down):
+                return
+        op.restore(self)
+        self.settle()
+        self._check()
+
+    def _drive(self, timeout, wait):
+        """Run the operation in a thread of its own."""
+        self._driver_done = threading.Event()
+        self._driver_error = []
+
+        def driver():
+            try:
+                self.operation.run(self)
+                self.settle()
+            except Stop:
+                pass
+            except Exception as e:
+                self._driver_error.append('%s: %s' % (type(e).__name__, e))
+            finally:
+                self._driver_done.set()
+                self.tracker.wake.set()
+                self.tracker.notify()
+
+        thread = threading.Thread(target=driver, daemon=True)
+        thread.start()
+        if wait:
+            if not self._driver_done.wait(timeout):
+                return 'the operation did not finish within %ss' % timeout
+            return self._driver_error[0] if self._driver_error else None
+
+    def _inject(self, down):
+        tracker = self.tracker
+        self._drive(OP_TIMEOUT, wait=False)
+        # Whichever comes first: the step is reached, or the operation
+        # ends without reaching it.
+        reached = tracker.wake.wait(OP_TIMEOUT)
+        if not tracker.reached.is_set():
+            self._outcome_.error(
+                'step not reached: the operation %s without it' % (
+                    'ended (%s)' % self._driver_error[0]
+                    if self._driver_error else 'ended'
+                    if reached else 'timed out'))
+            return False
+        if tracker.hold_error:
+            self._outcome_.error(tracker.hold_error)
+            tracker.release.set()
+            return False
+        self._outcome_.held_owner = tracker.held_owner
+        if not self.servers_known.wait(DELETE_TIMEOUT):
+            self._outcome_.error('the API had not returned the servers '
+                               'when the step was reached (it waits on '
+                               'the held step)')
+            tracker.release.set()
+            return False
+        before = (tracker.deletes_sent, tracker.deletes_done)
+        waited = self._delete_all(down=down)
+        if not waited:
+            waited = self._wait_for_the_compute(*before)
+        tracker.release.set()
+        for event in self._open_gates_after:
+            event.set()
+        if waited:
+            self._outcome_.error(waited)
+            self._wait_deletes()
+            return False
+        if not self._driver_done.wait(OP_TIMEOUT):
+            self._outcome_.error('the operation did not finish once the '
+                               'step was released')
+            return False
+        if self._driver_error:
+            self._outcome_.details.append(
+                'operation: ' + self._driver_error[0])
+        self.settle()
+        if self._down_host:
+            self.bring_up(self._down_host)
+            self.settle()
+        return True
+
+    def _delete_all(self, down):
+        """Delete every server of the operation through the API, each
+        request in a thread of its own; with ``down``, the compute of the
+        first server is forced down first.
+
+        :returns: why the harness failed, if the DELETE did not return
+        """
+        self._down_host = None
+        if down:
+            host = self.admin_api.get_server(
+                self.servers[0]['id'])['OS-EXT-SRV-ATTR:host']
+            if host is None:
+                self._outcome_.result = 'N/A'
+                self._outcome_.details = ['no compute holds the server']
+            else:
+                self._down_host = host
+                self.compute_down(host)
+        self.deleted.set()
+        self._deletes = []
+        self._open_gates_after = list(self.gates.values())
+        for server in self.servers:
+            done = threading.Event()
+            errors = []
+
+            def delete(server=server, done=done, errors=errors):
+                try:
+                    self.api.delete_server(server['id'])
+                except api_client.OpenStackApiNotFoundException:
+                    pass
+                except Exception as e:
+                    errors.append('%s: %s' % (type(e).__name__, e))
+                finally:
+                    done.set()
+
+            threading.Thread(target=delete, daemon=True).start()
+            self._deletes.append((server, done, errors))
+        for server, done, errors in self._deletes:
+            if not done.wait(DELETE_TIMEOUT):
+                return ('the API\'s DELETE waits on the held step (no '
+                        'response within %ss)' % DELETE_TIMEOUT)
+            if errors:
+                self._outcome_.details.append('DELETE: ' + errors[0])
+        return None
+
+    def _wait_for_the_compute(self, sent, done):
+        """Wait until the compute has deleted the server as the API asked
+        it to, unless the held step has the instance lock the compute's
+        terminate_instance takes: then the delete can only run after the
+        step, and it is released at once. Either way one interleaving,
+        every time.
+
+        :returns: why the harness failed, if the compute never finished
+        """
+        asked = self.tracker.deletes_sent - sent
+        if not asked or any(_locked(s['id']) for s in self.servers):
+            return None
+        if not self.tracker.wait_deletes(done + asked, DELETE_TIMEOUT):
+            return ('the compute\'s terminate_instance waits on the held '
+                    'step (not done within %ss)' % DELETE_TIMEOUT)
+        return None
+
+    def _wait_deletes(self):
+        for server, done, errors in self._deletes:
+            done.wait(OP_TIMEOUT)
+
+    # -- the invariants ------------------------------------------------
+
+    def _quota_usage(self):
+        usage = {}
+        for placement in (False, True):
+            self.flags(count_usage_from_placement=placement, group='quota')
+            absolute = self.api.get_limits()['absolute']
+            usage[placement] = {k: absolute[k] for k in (
+                'totalInstancesUsed', 'totalCoresUsed', 'totalRAMUsed')}
+        self.flags(count_usage_from_placement=False, group='quota')
+        return usage
+
+    def _migrations(self, uuid):
+        ctxt = nova_context.get_admin_context(read_deleted='yes')
+        found = {}
+        for cell in self.cell_mappings.values():
+            with nova_context.target_cell(ctxt, cell) as cctxt:
+                for mig in objects.MigrationList.get_by_filters(
+                        cctxt, {'instance_uuid': uuid}):
+                    found[mig.uuid] = mig.status
+        return found
+
+    def _check(self):
+        if self._outcome_.result in ('ERROR', 'N/A'):
+            return
+        self.settle()
+        uuids = [s['id'] for s in self.servers]
+        consumers = {uuid: 'instance' for uuid in uuids}
+        for uuid in uuids:
+            for mig, status in self._migrations(uuid).items():
+                consumers[mig] = 'migration (%s)' % status
+        leaks, wrong = self._invariants(uuids, consumers, '')
+        self.archive_and_run_periodics()
+        self._run_cleanup_periodics()
+        self.settle()
+        leaks2, wrong2 = self._invariants(
+            uuids, consumers, ' after archive and periodics')
+        leaks += [leak for leak in leaks2
+                  if leak.split(' after')[0] not in leaks]
+        wrong += wrong2
+        if leaks:
+            self._outcome_.result = 'LEAK'
+            self._outcome_.details += leaks + wrong
+        elif wrong:
+            self._outcome_.result = 'WRONG'
+            self._outcome_.details += wrong
+        else:
+            self._outcome_.result = 'OK'
+
+    def archive_and_run_periodics(self):
+        """The functional base's, with one pass of archive_deleted_rows:
+        a run leaves far fewer than max_rows deleted rows, and the pass
+        that until_complete adds to find nothing left costs a second a
+        run.
+        """
+        manage.DbCommands().archive_deleted_rows(
+            max_rows=1000, until_complete=False, all_cells=True)
+        self._run_periodics()
+
+    def _run_cleanup_periodics(self):
+        """nova's running-deleted reap and, where it exists, the orphan
+        instances task of nova-fixes, on every compute.
+        """
+        for host, compute in self.computes.items():
+            manager = compute.manager
+            with nova_context.target_cell(
+                    self.ctxt, self.host_mappings[host].cell_mapping) as cc:
+                manager._cleanup_running_deleted_instances(cc)
+                tasks = dict(manager._periodic_tasks)
+                if '_cleanup_orphan_instances' in tasks:
+                    tasks['_cleanup_orphan_instances'](manager, cc)
+
+    def _invariants(self, uuids, consumers, when):
+        names = {rp['uuid']: rp['name'] for rp in self._get_all_providers()}
+        leaks = []
+        notes = self._outcome_.notes
+        for consumer, allocs in sorted(self._all_allocations().items()):
+            for rp, resources in sorted(allocs.items()):
+                leaks.append('%s %s on %s: %s%s' % (
+                    consumers.get(consumer, 'consumer'), consumer[:8],
+                    names.get(rp, rp[:8]), ','.join(
+                        '%s=%s' % kv for kv in sorted(resources.items())),
+                    when))
+        wrong = []
+        usage = self._quota_usage()
+        for placement, used in sorted(usage.items()):
+            was = self.baseline[placement]
+            drift = ['%s %s (was %s)' % (key[5:-4].lower(), used[key],
+                                         was[key])
+                     for key in sorted(used) if used[key] != was[key]]
+            if drift:
+                wrong.append('quota usage counted from %s: %s%s' % (
+                    'placement' if placement else 'the cells',
+                    ', '.join(drift), when))
+        for uuid in uuids:
+            try:
+                mapping = objects.InstanceMapping.get_by_instance_uuid(
+                    self.ctxt, uuid)
+                if not mapping.queued_for_delete:
+                    wrong.append('instance mapping of %s not queued for '
+                                 'delete%s' % (uuid[:8], when))
+            except exception.InstanceMappingNotFound:
+                pass
+            for host, compute in sorted(self.computes.items()):
+                if uuid in compute.manager.driver.instances:
+                    # A guest the delete could not reach (its compute was
+                    # down, or it is the other end of a move) is nova's
+                    # periodics' to reap: noted until they have run.
+                    (wrong if when else notes).append(
+                        'guest of %s left on %s%s' % (uuid[:8], host, when))
+            for name, cell in sorted(self.cell_mappings.items()):
+                with nova_context.target_cell(self.ctxt, cell) as cctxt:
+                    try:
+                        objects.Instance.get_by_uuid(cctxt, uuid)
+                    except exception.InstanceNotFound:
+                        continue
+                wrong.append('instance %s not deleted in %s%s' % (
+                    uuid[:8], name, when))
+        return leaks, wrong
+
+
+def _locked(uuid):
+    """Whether a thread holds the lock nova takes on an instance
+    (utils.synchronized(instance.uuid), an internal lock).
+    """
+    from oslo_concurrency import lockutils
+    semaphore = lockutils._semaphores._semaphores.get(uuid)
+    if semaphore is None:
+        return False
+    if hasattr(semaphore, 'locked'):
+        return semaphore.locked()
+    return semaphore._value <= 0
+
+
+def nova_fixtures_module():
+    from nova.tests import fixtures as nova_fixtures
+    return nova_fixtures
