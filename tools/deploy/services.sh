@@ -127,19 +127,22 @@ db_stop() {
 
 # -- RabbitMQ -----------------------------------------------------------------
 
+MQ_ENV=(
+    HOME=/var/lib/rabbitmq
+    RABBITMQ_NODENAME=$NODE
+    RABBITMQ_NODE_IP_ADDRESS=127.0.0.1
+    RABBITMQ_NODE_PORT="$AMQP_PORT"
+    RABBITMQ_DIST_PORT=25672
+    ERL_EPMD_ADDRESS=127.0.0.1
+    RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
+    RABBITMQ_MNESIA_BASE="$MQ_DIR/mnesia"
+    RABBITMQ_LOG_BASE="$MQ_DIR/log"
+    RABBITMQ_ENABLED_PLUGINS_FILE="$MQ_DIR/enabled_plugins"
+    RABBITMQ_CONFIG_FILE="$MQ_DIR/rabbitmq.conf"
+)
+
 mq_env() {
-    env HOME=/var/lib/rabbitmq \
-        RABBITMQ_NODENAME=$NODE \
-        RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 \
-        RABBITMQ_NODE_PORT="$AMQP_PORT" \
-        RABBITMQ_DIST_PORT=25672 \
-        ERL_EPMD_ADDRESS=127.0.0.1 \
-        RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}" \
-        RABBITMQ_MNESIA_BASE="$MQ_DIR/mnesia" \
-        RABBITMQ_LOG_BASE="$MQ_DIR/log" \
-        RABBITMQ_ENABLED_PLUGINS_FILE="$MQ_DIR/enabled_plugins" \
-        RABBITMQ_CONFIG_FILE="$MQ_DIR/rabbitmq.conf" \
-        "$@"
+    env "${MQ_ENV[@]}" "$@"
 }
 
 mq_ctl() {
@@ -166,7 +169,10 @@ EOF
     # epmd serves the node names; started here, on loopback, before the
     # node starts its own on every interface.
     ERL_EPMD_ADDRESS=127.0.0.1 runuser -u rabbitmq -- epmd -daemon
-    mq_env setsid runuser -u rabbitmq -- /usr/lib/rabbitmq/bin/rabbitmq-server \
+    # In a subshell that execs, so that nothing of this script's (its
+    # caller's pipes) stays open in the daemon's parents.
+    (exec env "${MQ_ENV[@]}" setsid runuser -u rabbitmq -- \
+        /usr/lib/rabbitmq/bin/rabbitmq-server) \
         </dev/null >"$MQ_DIR/log/startup.log" 2>&1 &
     wait_for RabbitMQ mq_ready
     echo "services.sh: RabbitMQ ready on 127.0.0.1:$AMQP_PORT"
