@@ -42,6 +42,8 @@ DB_USER = 'novafixes'
 DB_PASSWORD = 'deploy-test'
 DATABASES = ('nova_api', 'nova_cell0', 'nova', 'placement')
 COMPUTES = ('compute1', 'compute2')
+# [orphan_instances]action of each compute.
+ORPHAN_ACTION = {'compute1': 'log', 'compute2': 'reap'}
 MICROVERSION = '2.96'
 TIMEOUT = 120
 
@@ -153,7 +155,7 @@ class Deployment(object):
                     d=name, u=DB_USER))
         sql(' '.join(statements))
 
-    def write_configs(self, orphan_action='log'):
+    def write_configs(self):
         os.makedirs(self.gates, exist_ok=True)
         os.makedirs(self.logs, exist_ok=True)
         transport = 'rabbit://guest:guest@127.0.0.1:%s/' % os.environ.get(
@@ -169,6 +171,7 @@ rpc_response_timeout = 20
 long_rpc_timeout = 40
 heal_instance_info_cache_interval = -1
 instance_usage_audit = False
+periodic_fuzzy_delay = 0
 [oslo_messaging_rabbit]
 heartbeat_timeout_threshold = 20
 kombu_reconnect_delay = 1
@@ -221,7 +224,7 @@ instances_path = {dir}/state-{host}/instances
 action = {action}
 poll_interval = 2
 grace_period = 0
-""".format(host=host, dir=self.dir, action=orphan_action))
+""".format(host=host, dir=self.dir, action=ORPHAN_ACTION[host]))
         os.makedirs(os.path.join(self.dir, 'placement'), exist_ok=True)
         with open(os.path.join(self.dir, 'placement', 'placement.conf'),
                   'w') as f:
@@ -350,11 +353,17 @@ connection = {db}
             return all(state.get(n) == 'up' for n in names)
         return up
 
-    def start(self, orphan_action='log'):
+    @staticmethod
+    def all_services():
+        return ([('nova-conductor', socket.gethostname()),
+                 ('nova-scheduler', socket.gethostname())] +
+                [('nova-compute', h) for h in COMPUTES])
+
+    def start(self):
         self.stubs = stubs.StubServer()
         self.stubs.start()
         self.create_databases()
-        self.write_configs(orphan_action)
+        self.write_configs()
         self.sync()
         self.start_placement()
         self.start_api()
@@ -368,11 +377,17 @@ connection = {db}
                    ).json()['resource_providers']) == len(COMPUTES))
         self.manage('cell_v2', 'discover_hosts')
         wait_until('every service up', self.services_up(
-            [('nova-conductor', socket.gethostname()),
-             ('nova-scheduler', socket.gethostname())] +
-            [('nova-compute', h) for h in COMPUTES]))
+            self.all_services()))
         self.flavor = self.post('/flavors', {'flavor': {
             'name': 'tiny', 'ram': 64, 'vcpus': 1, 'disk': 1}})['flavor']
+        # A first server, built and deleted: the deployment works, and the
+        # compute API worker has made its placement client (whose version
+        # discovery, on a worker's first call, fails outside any of
+        # nova's error handling while placement is down).
+        uuid = self.boot(1, name='smoke', host=COMPUTES[0])[0]
+        self.wait_status(uuid, ('ACTIVE',))
+        self.delete(uuid)
+        self.wait_gone(uuid)
 
     def stop_process(self, name, timeout=20):
         proc = self.procs.pop(name, None)
@@ -412,13 +427,17 @@ connection = {db}
         resp = self.request('POST', path, body)
         return resp.json() if resp.content else None
 
-    def boot(self, count, name='server'):
-        """Servers of one request; returns their ids."""
+    def boot(self, count, name='server', host=None):
+        """Servers of one request (on ``host`` if given); returns their
+        ids.
+        """
         body = {'server': {
             'name': name, 'imageRef': stubs.IMAGE_ID,
             'flavorRef': self.flavor['id'], 'networks': 'none',
             'min_count': count, 'max_count': count,
             'return_reservation_id': True}}
+        if host:
+            body['server']['availability_zone'] = 'nova:%s' % host
         rid = self.post('/servers', body)['reservation_id']
 
         def listed():

@@ -1,0 +1,501 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The deployment test: the seeds on real services, vanilla against fixed.
+
+    python -m tests.deployment.run [--mode vanilla|fixed|both] [--keep]
+
+For each mode it deploys nova (tests/deployment/deploy.py) on MariaDB and
+RabbitMQ, which tools/deploy/services.sh must have started, runs the
+scenarios below against the running services, tears everything down and
+prints one row per scenario in the recreate report's format, then one
+line "N passed, N failed": a scenario passes when vanilla nova shows the
+bug (an open bug: the leak is there; a bug nova fixed: no leak) and nova
+with the fixes shows none. Each scenario's failures are printed with the
+service logs' directory (kept with --keep, or when a scenario failed).
+"""
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+import traceback
+
+from tests.deployment import deploy
+
+LEAK = 'LEAK: '
+BATCH = 20
+
+
+class Leak(AssertionError):
+    """The scenario found what the bug leaves behind."""
+
+
+def check(condition, message):
+    if not condition:
+        raise Leak(message)
+
+
+def require(condition, message):
+    """Not the leak: the scenario did not go as it must for its verdict to
+    mean anything.
+    """
+    if not condition:
+        raise deploy.DeployError(message)
+
+
+# -- scenarios ------------------------------------------------------------
+#
+# Each takes the running Deployment and returns {row name: None (clean) or
+# the leak found}; anything else it raises is an error of the run.
+
+
+def outage_after_claims(d, results):
+    """Bug 1859496 as its reporter saw it, and window 2 of its fix.
+
+    1. One request for BATCH servers; the scheduler claims all of them,
+       and placement holds its answer to the last claim.
+    2. While the servers are in BUILD, with their build requests, placement
+       goes down (503) and the user deletes the first server: vanilla nova
+       accepts the delete and forgets the claim; with the fixes the API
+       answers 503 and the delete is retried once placement is back.
+    3. RabbitMQ is stopped (a real broker outage), then the scheduler goes
+       on: its reply is lost, the conductor times out and buries the
+       servers in cell0 (ERROR). The broker comes back.
+    4. The user deletes every server left: no allocation, no usage, every
+       instance mapping queued for delete.
+    """
+    d.touch('placement.claims.arm', str(BATCH))
+    ids = d.boot(BATCH, name='outage')
+    d.wait_file('placement.reached')
+    require(all(d.server(i)['status'] == 'BUILD' for i in ids),
+            'servers not in BUILD while the scheduler is held')
+    require(all(d.allocations(i) for i in ids),
+            'the scheduler did not claim every server')
+    first, rest = ids[0], ids[1:]
+
+    # Window 2: placement down during the delete of a server in BUILD.
+    # The API worker has called placement before (Deployment.start).
+    d.touch('placement.down')
+    resp = d.delete(first, ok=(204, 503))
+    os.unlink(d.gate('placement.down'))
+    refused = resp.status_code == 503
+    if refused:
+        require('Placement could not be reached' in resp.text,
+                'the 503 does not name placement: %s' % resp.text)
+        d.delete(first)
+    d.wait_gone(first)
+
+    # The broker outage, with the scheduler's claims made.
+    deploy.services('stop', 'rabbitmq')
+    try:
+        d.touch('placement.release')
+        for i in rest:
+            s = d.wait_status(i, ('ERROR', 'ACTIVE'), timeout=180)
+            require(s['status'] == 'ERROR' and
+                    not s.get('OS-EXT-SRV-ATTR:host'),
+                    'server %s was built during the outage' % i)
+    finally:
+        deploy.services('start', 'rabbitmq')
+    deploy.wait_until('every service back after the broker restart',
+                      d.services_up(d.all_services()), timeout=180)
+    held = [i for i in rest if d.allocations(i)]
+    require(held, 'servers in ERROR hold no claim before the delete; '
+            'the outage did not happen after the claims')
+    for i in rest:
+        d.delete(i)
+    for i in rest:
+        d.wait_gone(i)
+
+    try:
+        first_allocs = d.allocations(first)
+        check(not first_allocs, LEAK + 'allocations of a server deleted '
+              'in BUILD while placement was down (API answered 204): %s'
+              % deploy.dump(first_allocs))
+        check(d.mapping_queued_for_delete(first),
+              LEAK + 'mapping of %s not queued for delete' % first)
+        results['placement down during a delete (503, retry)'] = None
+    except Leak as e:
+        results['placement down during a delete (503, retry)'] = str(e)
+
+    try:
+        leaked = {i: d.allocations(i) for i in rest}
+        leaked = {i: a for i, a in leaked.items() if a}
+        check(not leaked, LEAK + 'allocations of %d of %d servers deleted '
+              'after the outage' % (len(leaked), len(rest)))
+        queued = [i for i in rest if not d.mapping_queued_for_delete(i)]
+        check(not queued, LEAK + '%d mappings not queued for delete'
+              % len(queued))
+        consumers = set(d.consumers_with_allocations()) - {first}
+        check(not consumers, LEAK + 'usage left by consumers %s'
+              % sorted(consumers))
+        results['%d servers lose the bus after the claims, deleted'
+                % BATCH] = None
+    except Leak as e:
+        results['%d servers lose the bus after the claims, deleted'
+                % BATCH] = str(e)
+
+
+def build_cleanup(d, results):
+    """Window 1 of bug 1859496's fix: the conductor gives the build up
+    after the scheduler's claim (its quota recheck fails: the quota was
+    lowered while the scheduler claimed). The servers are in ERROR on no
+    host and may hold nothing in placement; deleting them leaves nothing.
+    """
+    name = "the conductor's build cleanup (quota recheck)"
+    d.touch('placement.claims.arm', '2')
+    ids = d.boot(2, name='recheck')
+    d.wait_file('placement.reached')
+    # The default quota class (the project's own quota would need
+    # keystone to check the project).
+    d.request('PUT', '/os-quota-class-sets/default',
+              {'quota_class_set': {'instances': 1}})
+    try:
+        d.touch('placement.release')
+        for i in ids:
+            s = d.wait_status(i, ('ERROR', 'ACTIVE'))
+            require(s['status'] == 'ERROR' and
+                    'Quota exceeded' in s.get('fault', {}).get('message', ''),
+                    'server %s did not fail its quota recheck: %s'
+                    % (i, s.get('fault')))
+        held = {i: d.allocations(i) for i in ids}
+        held = {i: a for i, a in held.items() if a}
+    finally:
+        d.request('PUT', '/os-quota-class-sets/default',
+                  {'quota_class_set': {'instances': 100}})
+    for i in ids:
+        d.delete(i)
+    for i in ids:
+        d.wait_gone(i)
+    left = [i for i in ids if d.allocations(i)]
+    results[name] = (
+        LEAK + 'allocations held by %d servers in ERROR that never reached '
+        'a compute' % len(held) if held else
+        LEAK + 'allocations left after the delete' if left else None)
+
+
+def resize_after_delete(d, results):
+    """Bug 1848343: a resize fails after the server was deleted.
+
+    The source compute's test driver stops in migrate_disk_and_power_off
+    (the gate), the server is deleted meanwhile, then the step fails
+    (InstanceNotFound): resize_instance reverts the migration's
+    allocations to the server, which no longer exists.
+    """
+    before = set(d.consumers_with_allocations())
+    uuid = d.boot(1, name='resize')[0]
+    server = d.wait_status(uuid, ('ACTIVE',))
+    source = server['OS-EXT-SRV-ATTR:host']
+    step = '%s.migrate_disk_and_power_off' % source
+    d.touch(step + '.arm')
+    d.post('/servers/%s/action' % uuid, {'migrate': None})
+    d.wait_file(step + '.reached')
+    d.delete(uuid)
+    d.wait_gone(uuid)
+    d.touch(step + '.release', 'fail')
+
+    def resize_over():
+        actions = d.get('/servers/%s/os-instance-actions' % uuid)
+        for action in actions['instanceActions']:
+            if action['action'] != 'migrate':
+                continue
+            detail = d.get('/servers/%s/os-instance-actions/%s' % (
+                uuid, action['request_id']))['instanceAction']
+            return any(e['event'] == 'compute_resize_instance' and
+                       e.get('finish_time')
+                       for e in detail.get('events', []))
+        return False
+    deploy.wait_until('the failed resize_instance to finish', resize_over)
+    leaked = {c: d.allocations(c)
+              for c in set(d.consumers_with_allocations()) - before}
+    results['resize fails after the server was deleted'] = (
+        LEAK + 'allocations left: %s' % deploy.dump(leaked)
+        if leaked else None)
+
+
+def orphans(d, results):
+    """The orphan instances task: a guest added out of band to compute1
+    (action=log) is logged and left running; one added to compute2
+    (action=reap) is destroyed; a server nova knows on compute2 is left
+    alone.
+    """
+    known = d.boot(1, name='known', host='compute2')[0]
+    d.wait_status(known, ('ACTIVE',))
+    logged, reaped = ('0badc0de-0000-4000-8000-00000000000%d' % n
+                      for n in (1, 2))
+    d.touch('compute1.guests', logged + '\n')
+    d.touch('compute2.guests', reaped + '\n')
+
+    def reaped_yet():
+        with open(d.gate('compute2.guests')) as f:
+            return reaped not in f.read()
+
+    def logged_yet():
+        return ('Orphan instance %s' % logged) in d.log('compute1')
+
+    if d.mode == 'fixed':
+        # poll_interval is 2 s: 15 runs.
+        try:
+            deploy.wait_until('the orphans to be reaped and logged',
+                              lambda: reaped_yet() and logged_yet(), 30)
+        except deploy.DeployError:
+            pass  # what is missing is told below
+    else:
+        # No task to wait for: give it the time the fixed services take
+        # (a few 2 s poll intervals).
+        time.sleep(12)
+    with open(d.gate('compute1.guests')) as f:
+        still_running = logged in f.read()
+    server = d.server(known)
+    require(server['status'] == 'ACTIVE' and
+            server['OS-EXT-STS:power_state'] == 1,
+            'the known server was touched: %s, power state %s' % (
+                server['status'], server['OS-EXT-STS:power_state']))
+    problems = []
+    if not reaped_yet():
+        problems.append('the orphan on compute2 (action=reap) still runs')
+    if not logged_yet():
+        problems.append('the orphan on compute1 (action=log) was not '
+                        'logged')
+    if not still_running:
+        problems.append('the orphan on compute1 was touched')
+    results['orphan guests: logged, reaped'] = (
+        LEAK + '; '.join(problems) if problems else None)
+    d.delete(known)
+    d.wait_gone(known)
+
+
+def database_restart(d, results):
+    """A database restart during the test: the services go on (a server
+    boots on each compute and is deleted) and nothing is left in
+    placement.
+    """
+    before = set(d.consumers_with_allocations())
+    deploy.services('restart', 'mariadb')
+    deploy.wait_until('every service back after the database restart',
+                      d.services_up(d.all_services()), timeout=180)
+    ids = [d.boot(1, name='after-db', host=h)[0] for h in deploy.COMPUTES]
+    for i in ids:
+        d.wait_status(i, ('ACTIVE',))
+    for i in ids:
+        d.delete(i)
+    for i in ids:
+        d.wait_gone(i)
+    left = sorted(set(d.consumers_with_allocations()) - before)
+    results['database and broker restarts: no leak, no wedged '
+            'service'] = (LEAK + 'consumers %s' % left if left else None)
+
+
+SCENARIOS = (
+    (1859496, build_cleanup, {
+        "the conductor's build cleanup (quota recheck)": True}),
+    (1859496, outage_after_claims, {
+        '%d servers lose the bus after the claims, deleted' % BATCH: False,
+        'placement down during a delete (503, retry)': True}),
+    (1848343, resize_after_delete, {
+        'resize fails after the server was deleted': True}),
+    ('orphans', orphans, {'orphan guests: logged, reaped': True}),
+    ('faults', database_restart, {
+        'database and broker restarts: no leak, no wedged service': False}),
+)
+
+
+def fingerprint_mismatch(workdir, nova_conf):
+    """A fixed service on a nova that does not match its fingerprints
+    refuses to start: one line, non-zero exit, nothing patched or started.
+    Returns None or what went wrong.
+    """
+    import json
+    import nova_fixes
+    src = os.path.dirname(nova_fixes.__file__)
+    tree = os.path.join(workdir, 'mismatch')
+    shutil.copytree(src, os.path.join(tree, 'nova_fixes'))
+    path = os.path.join(tree, 'nova_fixes', 'fingerprints.json')
+    with open(path) as f:
+        recorded = json.load(f)
+    changed = _alter_one(recorded)
+    with open(path, 'w') as f:
+        json.dump(recorded, f)
+    env = dict(os.environ, PYTHONPATH=tree)
+    out = subprocess.run(
+        [sys.executable, '-c', 'import sys; from nova_fixes.cmd import '
+         'services; sys.exit(services.conductor())',
+         '--config-file', nova_conf],
+        capture_output=True, text=True, env=env, cwd=tree, timeout=120)
+    lines = out.stderr.strip().splitlines()
+    if out.returncode == 0:
+        return 'exit status 0'
+    if len(lines) != 1 or changed not in lines[0]:
+        return 'not one line naming %s: %r' % (changed, out.stderr[-500:])
+    return None
+
+
+def _alter_one(recorded):
+    """Change one recorded fingerprint of nova 34's series; returns the
+    target's path.
+    """
+    for key in ('fingerprints', 'series'):
+        recorded = recorded.get(key, recorded)
+    series = recorded.get('2026.2', recorded)
+    for target, value in sorted(series.items()):
+        if isinstance(value, str) and value != 'absent':
+            series[target] = '0' * len(value)
+            return target
+    raise deploy.DeployError('no fingerprint of 2026.2 to alter')
+
+
+# -- the run ------------------------------------------------------------------
+
+
+def reset(d):
+    """After a scenario, whatever became of it: placement up and its gate
+    open, the broker running.
+    """
+    for name in ('placement.down', 'placement.claims.arm'):
+        if os.path.exists(d.gate(name)):
+            os.unlink(d.gate(name))
+    if os.path.exists(d.gate('placement.reached')):
+        d.touch('placement.release')
+    deploy.services('start', 'rabbitmq')
+
+
+def run_mode(mode, keep):
+    d = deploy.Deployment(mode)
+    results, errors = {}, {}
+    started = time.monotonic()
+    try:
+        d.start()
+        sys.stderr.write('[%s] deployed in %.0f s (%s)\n' % (
+            mode, time.monotonic() - started, d.dir))
+        for bug, scenario, rows in SCENARIOS:
+            t = time.monotonic()
+            try:
+                scenario(d, results)
+            except Exception:
+                for row in rows:
+                    results.setdefault(row, None)
+                    errors[row] = traceback.format_exc(limit=4)
+            finally:
+                reset(d)
+            sys.stderr.write('[%s] %s: %.0f s\n' % (
+                mode, scenario.__name__, time.monotonic() - t))
+        if d.stubs.unexpected:
+            sys.stderr.write('[%s] calls the stub did not serve: %s\n'
+                             % (mode, sorted(set(d.stubs.unexpected))))
+    except Exception:
+        for _bug, _scenario, rows in SCENARIOS:
+            for row in rows:
+                results.setdefault(row, None)
+                errors.setdefault(row, traceback.format_exc(limit=6))
+    finally:
+        d.stop()
+    if mode == 'fixed':
+        row = 'a service on an unexpected nova refuses to start'
+        try:
+            results[row] = fingerprint_mismatch(d.dir, d.nova_conf)
+            if results[row]:
+                errors[row] = results[row]
+        except Exception:
+            results[row] = None
+            errors[row] = traceback.format_exc(limit=4)
+    failed = bool(errors)
+    if keep or failed:
+        sys.stderr.write('[%s] service logs kept in %s\n' % (mode, d.logs))
+    else:
+        d.cleanup()
+    return results, errors
+
+
+def rows_of(vanilla, fixed):
+    """(bug, scenario, vanilla text, fixed text, as expected)."""
+    rows = []
+    for bug, _scenario, expected in SCENARIOS + (
+            ('faults', None, {
+                'a service on an unexpected nova refuses to start': None}),):
+        for name, open_bug in expected.items():
+            v_res, v_err = vanilla
+            f_res, f_err = fixed
+            if name in f_err:
+                fixed_text, fixed_ok = 'ERROR', False
+            elif name not in f_res:
+                fixed_text, fixed_ok = 'not run', False
+            else:
+                fixed_ok = f_res[name] is None
+                fixed_text = 'PASS' if fixed_ok else 'FAIL'
+            if open_bug is None:
+                vanilla_text, vanilla_ok = 'n/a (tests the fix itself)', True
+            elif name in v_err:
+                vanilla_text, vanilla_ok = 'ERROR', False
+            elif name not in v_res:
+                vanilla_text, vanilla_ok = 'not run', False
+            elif open_bug:
+                vanilla_ok = v_res[name] is not None
+                vanilla_text = 'RECREATED' if vanilla_ok else 'not recreated'
+            else:
+                vanilla_ok = v_res[name] is None
+                vanilla_text = ('passes (no leak on nova 34)' if vanilla_ok
+                                else 'FAILS')
+            rows.append((str(bug), name, vanilla_text, fixed_text,
+                         vanilla_ok and fixed_ok))
+    return rows
+
+
+def format_table(rows):
+    headers = ('bug', 'scenario', 'vanilla', 'fixed')
+    widths = [max(len(h), *(len(r[i]) for r in rows))
+              for i, h in enumerate(headers)]
+    out = ['  '.join('%-*s' % (w, h) for w, h in zip(widths, headers)),
+           '  '.join('-' * w for w in widths)]
+    for r in rows:
+        out.append('  '.join('%-*s' % (w, v) for w, v in zip(widths, r)))
+    return '\n'.join(out)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[1])
+    parser.add_argument('--mode', choices=('vanilla', 'fixed', 'both'),
+                        default='both')
+    parser.add_argument('--keep', action='store_true',
+                        help='keep the service logs and configs')
+    args = parser.parse_args(argv)
+    if not deploy.services('status'):
+        print('deployment: MariaDB and RabbitMQ are not running; start '
+              'them with tools/deploy/services.sh start', file=sys.stderr)
+        print('0 passed, 1 failed')
+        return 1
+    started = time.monotonic()
+    empty = ({}, {})
+    vanilla = (run_mode('vanilla', args.keep)
+               if args.mode in ('vanilla', 'both') else empty)
+    fixed = (run_mode('fixed', args.keep)
+             if args.mode in ('fixed', 'both') else empty)
+    rows = rows_of(vanilla, fixed)
+    if args.mode != 'both':
+        column = 2 if args.mode == 'vanilla' else 3
+        rows = [r for r in rows if r[column] != 'not run']
+    print(format_table(rows))
+    for label, (res, err) in (('vanilla', vanilla), ('fixed', fixed)):
+        for name in sorted(res):
+            if res[name] or name in err:
+                print('\n[%s] %s:\n  %s' % (
+                    label, name, (err.get(name) or res[name]).strip()
+                    .replace('\n', '\n  ')))
+    passed = sum(1 for r in rows if r[4])
+    print('\ndeployment test: %.0f s' % (time.monotonic() - started))
+    print('%d passed, %d failed' % (passed, len(rows) - passed))
+    return 0 if passed == len(rows) else 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())
