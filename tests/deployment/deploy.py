@@ -365,12 +365,15 @@ connection = {db}
         self.create_databases()
         self.write_configs()
         self.sync()
+        # Placement first (the computes report to it as they start), then
+        # everything else at once.
         self.start_placement()
-        self.start_api()
+        self.gunicorn('api', self.api_app(), self.api_port)
         self.start_service('conductor')
         self.start_service('scheduler')
         for host in COMPUTES:
             self.start_service('compute', host)
+        wait_until('the compute API', lambda: self._answers(self.api_url))
         wait_until('the computes to register with placement',
                    lambda: len(self.placement.get(
                        self.placement_url + '/resource_providers'
