@@ -105,6 +105,7 @@ db_start() {
             die "mariadb-install-db failed, see $STATE/mariadb-install.log"
     fi
     mkdir -p "$DB_RUN" && chown mysql:mysql "$DB_RUN"
+    cd "$DB_RUN" || die "cannot enter $DB_RUN"
     setsid mariadbd --no-defaults --user=mysql --datadir="$DB_DIR" \
         --bind-address=127.0.0.1 --port="$DB_PORT" --socket="$DB_SOCK" \
         --pid-file="$DB_PID" --log-error="$DB_RUN/mariadb.log" \
@@ -139,6 +140,7 @@ MQ_ENV=(
     RABBITMQ_LOG_BASE="$MQ_DIR/log"
     RABBITMQ_ENABLED_PLUGINS_FILE="$MQ_DIR/enabled_plugins"
     RABBITMQ_CONFIG_FILE="$MQ_DIR/rabbitmq.conf"
+    RABBITMQ_PID_FILE="$MQ_DIR/rabbit.pid"
 )
 
 mq_env() {
@@ -171,7 +173,9 @@ EOF
     ERL_EPMD_ADDRESS=127.0.0.1 runuser -u rabbitmq -- epmd -daemon
     # In a subshell that execs, so that nothing of this script's (its
     # caller's pipes) stays open in the daemon's parents.
-    (exec env "${MQ_ENV[@]}" setsid runuser -u rabbitmq -- \
+    # From its own directory: a broker whose working directory is deleted
+    # (the caller's temporary directory) can no longer run commands.
+    (cd "$MQ_DIR" && exec env "${MQ_ENV[@]}" setsid runuser -u rabbitmq -- \
         /usr/lib/rabbitmq/bin/rabbitmq-server) \
         </dev/null >"$MQ_DIR/log/startup.log" 2>&1 &
     wait_for RabbitMQ mq_ready
@@ -179,9 +183,15 @@ EOF
 }
 
 mq_stop() {
-    mq_ctl status >/dev/null 2>&1 || return 0
-    mq_ctl shutdown >/dev/null 2>&1 || mq_ctl stop >/dev/null 2>&1
-    wait_for 'RabbitMQ shutdown' bash -c "! pgrep -u rabbitmq -f 'beam.*$MQ_DIR' >/dev/null"
+    local pid
+    pid=$(cat "$MQ_DIR/rabbit.pid" 2>/dev/null)
+    if [ -z "$pid" ] || ! kill -0 "$pid" 2>/dev/null; then
+        return 0
+    fi
+    # rabbitmqctl shutdown when the node answers it, else SIGTERM.
+    mq_ctl shutdown >/dev/null 2>&1 || kill -TERM "$pid" 2>/dev/null
+    wait_for 'RabbitMQ shutdown' bash -c "! kill -0 $pid"
+    rm -f "$MQ_DIR/rabbit.pid"
     echo "services.sh: RabbitMQ stopped"
 }
 
