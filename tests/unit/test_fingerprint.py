@@ -72,7 +72,7 @@ class Client(object):
         recorded = fingerprint.recorded()
         for fix in fixes.FIXES:
             for series in fix.series:
-                for target in fix.targets:
+                for target in registry.targets_of(fix, series):
                     self.assertIn(target.path, recorded[series])
                     if target.new:
                         self.assertEqual(fingerprint.ABSENT,
