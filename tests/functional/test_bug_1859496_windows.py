@@ -33,6 +33,10 @@ scheduler claimed for a server can still be left behind:
    conductor dies before its build request check: out of reach, see
    ClaimAfterDeleteTest; ``nova-manage placement audit --delete`` removes
    it.
+4. The conductor buries the server in cell0 after the scheduler claimed
+   (its reply was lost): ComputeTaskManager._bury_in_cell0 keeps the
+   claim until the user deletes the server. Fixed by the drop-in of
+   _bury_in_cell0.
 """
 
 import io
