@@ -20,6 +20,7 @@ points (mode ``fixed``) or nova's own (mode ``vanilla``). Everything
 listens on 127.0.0.1. Every wait is bounded.
 """
 
+import importlib
 import json
 import os
 import shutil
@@ -51,6 +52,11 @@ TIMEOUT = 120
 # scripts call them.
 _FIXED_MAIN = ('import sys; from nova_fixes.cmd import services; '
                'sys.exit(services.%s())')
+# The services nova-fixes has an entry point for (fixed mode starts them
+# through it; the others through nova's own).
+FIXED_SERVICES = tuple(
+    name for name in ('compute', 'conductor', 'scheduler')
+    if hasattr(importlib.import_module('nova_fixes.cmd.services'), name))
 # nova's own, as its console scripts call them.
 _VANILLA_MAIN = ('import sys; from nova.cmd import %s as service; '
                  'sys.exit(service.main())')
@@ -307,7 +313,7 @@ connection = {db}
         if host:
             conf += ['--config-file', os.path.join(self.dir, host + '.conf')]
         alias = _ALIAS if service == 'compute' else ''
-        if self.mode == 'fixed' and service in ('compute', 'conductor'):
+        if self.mode == 'fixed' and service in FIXED_SERVICES:
             return [sys.executable, '-c', alias + _FIXED_MAIN % service] + conf
         if alias:
             return [sys.executable, '-c', alias + _VANILLA_MAIN % service

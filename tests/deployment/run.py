@@ -110,9 +110,9 @@ def outage_after_claims(d, results):
         deploy.services('start', 'rabbitmq')
     deploy.wait_until('every service back after the broker restart',
                       d.services_up(d.all_services()), timeout=180)
-    held = [i for i in rest if d.allocations(i)]
-    require(held, 'servers in ERROR hold no claim before the delete; '
-            'the outage did not happen after the claims')
+    # (The claims were made before the outage: checked at the gate. The
+    # conductor may drop them when it buries the servers; nova 34 keeps
+    # them until the delete.)
     for i in rest:
         d.delete(i)
     for i in rest:
@@ -342,14 +342,16 @@ def fingerprint_mismatch(workdir, nova_conf):
 
 
 def _alter_one(recorded):
-    """Change one recorded fingerprint of nova 34's series; returns the
-    target's path.
+    """Change one recorded fingerprint of a conductor target of nova 34's
+    series; returns the target's path.
     """
     for key in ('fingerprints', 'series'):
         recorded = recorded.get(key, recorded)
     series = recorded.get('2026.2', recorded)
+    # A target of the conductor's: the conductor checks its own.
     for target, value in sorted(series.items()):
-        if isinstance(value, str) and value != 'absent':
+        if (target.startswith('nova.conductor.') and
+                isinstance(value, str) and value != 'absent'):
             series[target] = '0' * len(value)
             return target
     raise deploy.DeployError('no fingerprint of 2026.2 to alter')
