@@ -132,20 +132,24 @@ FIX = registry.Fix(
     targets=(
         registry.Target('nova.exception:PlacementUnavailableForDelete',
                         'nova_fixes.nova.exception:'
-                        'PlacementUnavailableForDelete', new=True),
+                        'PlacementUnavailableForDelete', new=True,
+                        services=('api',)),
         registry.Target('nova.conductor.manager:'
                         'ComputeTaskManager._cleanup_build_artifacts',
                         'nova_fixes.nova.conductor.manager:'
                         '_cleanup_build_artifacts',
-                        original_as='_error_out_build_artifacts'),
+                        original_as='_error_out_build_artifacts',
+                        services=('conductor',)),
         registry.Target('nova.compute.api:'
                         'API._attempt_delete_of_buildrequest',
                         'nova_fixes.nova.compute.api:'
-                        '_attempt_delete_of_buildrequest'),
+                        '_attempt_delete_of_buildrequest',
+                        services=('api',)),
         registry.Target('nova.conductor.manager:'
                         'ComputeTaskManager._bury_in_cell0',
                         'nova_fixes.nova.conductor.manager:_bury_in_cell0',
-                        original_as='_bury_instances_in_cell0'),
+                        original_as='_bury_instances_in_cell0',
+                        services=('conductor',)),
         # nova 33 (2026.1) added a response schema to the method: a drop-in
         # per form.
         registry.Target('nova.api.openstack.compute.servers:'
@@ -153,12 +157,13 @@ FIX = registry.Fix(
                         'nova_fixes.nova.api.openstack.compute.servers:'
                         'ServersControllerBefore2026.delete',
                         series=('2022.2', '2024.1', '2024.2', '2025.1',
-                                '2025.2')),
+                                '2025.2'),
+                        services=('api',)),
         registry.Target('nova.api.openstack.compute.servers:'
                         'ServersController.delete',
                         'nova_fixes.nova.api.openstack.compute.servers:'
                         'ServersController.delete',
-                        series=('2026.1', '2026.2')),
+                        series=('2026.1', '2026.2'), services=('api',)),
     ),
     tests=('test_bug_1859496_windows',),
     fixed_upstream=(

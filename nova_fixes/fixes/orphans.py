@@ -49,7 +49,7 @@ FIX = registry.Fix(
                         '_cleanup_orphan_instances',
                         'nova_fixes.nova.compute.manager:'
                         'orphan_instances_periodic_task',
-                        new=True, periodic=True),
+                        new=True, periodic=True, services=('compute',)),
     ),
     tests=('test_orphan_instances',),
     nova_tests=(
