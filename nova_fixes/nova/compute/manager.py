@@ -236,11 +236,12 @@ def find_orphan_instances(manager, context):
     running_deleted_instance_action's business).
 
     At most five database round trips whatever the number of guests and
-    of nodes: the UUIDs of this host's records (one column), the records
-    of the other guests (base columns only, visible then hidden ones), the
-    migrations in progress involving this host, and the instance mappings
-    of the guests still unknown. Only the guests that are not this host's
-    own are loaded as Instance objects.
+    of nodes, each made only if the previous ones left a guest to decide:
+    the UUIDs of this host's records (one column), the records of the
+    other guests (base columns only), the migrations in progress involving
+    this host, the instance mappings of the guests with no record, and
+    their hidden records. Only the guests that are not this host's own
+    are loaded as Instance objects.
 
     :returns: the list of OrphanGuest, unknown and foreign
     :raises: whatever a lookup of this cell raises: without a complete
@@ -257,28 +258,16 @@ def find_orphan_instances(manager, context):
     if not others:
         return []
 
-    by_uuid = {}
     with utils.temporary_mutation(context, read_deleted='yes'):
-        # InstanceList.get_by_filters skips hidden records unless asked
-        # for them alone: a cross-cell resize hides one of its two.
-        for hidden in (False, True):
-            for record in objects.InstanceList.get_by_filters(
-                    context, {'uuid': others, 'hidden': hidden},
-                    expected_attrs=[], use_slave=True):
-                by_uuid[record.uuid] = record
-    moving = set(mig.instance_uuid for mig in objects.MigrationList.
-                 get_by_filters(context, {'host': manager.host,
-                                          'status': MIGRATION_IN_PROGRESS}))
-
-    orphans = []
-    unknown = []
+        by_uuid = {record.uuid: record for record in
+                   objects.InstanceList.get_by_filters(
+                       context, {'uuid': others}, expected_attrs=[],
+                       use_slave=True)}
+    candidates = []
     for uuid in others:
         record = by_uuid.get(uuid)
-        if uuid in moving:
-            LOG.debug('Guest %s: a migration involving this host is in '
-                      'progress; not an orphan.', uuid)
-        elif record is None:
-            unknown.append(uuid)
+        if record is None:
+            candidates.append(uuid)
         elif (record.deleted or record.hidden or record.host is None or
                 record.host == manager.host):
             # Deleted but present: running_deleted_instance_action's.
@@ -289,9 +278,33 @@ def find_orphan_instances(manager, context):
             LOG.debug('Guest %s: its record names host %s, but a task is '
                       'in progress; not an orphan.', uuid, record.host)
         else:
-            orphans.append(OrphanGuest(uuid, ORPHAN_FOREIGN, record))
-    orphans.extend(OrphanGuest(uuid, ORPHAN_UNKNOWN)
-                   for uuid in _unmapped(context, unknown))
+            candidates.append(uuid)
+    if not candidates:
+        return []
+
+    moving = set(mig.instance_uuid for mig in objects.MigrationList.
+                 get_by_filters(context, {'host': manager.host,
+                                          'status': MIGRATION_IN_PROGRESS}))
+    for uuid in sorted(moving.intersection(candidates)):
+        LOG.debug('Guest %s: a migration involving this host is in '
+                  'progress; not an orphan.', uuid)
+    orphans = [OrphanGuest(uuid, ORPHAN_FOREIGN, by_uuid[uuid])
+               for uuid in candidates
+               if uuid in by_uuid and uuid not in moving]
+    unknown = _unmapped(context, [uuid for uuid in candidates
+                                  if uuid not in by_uuid and
+                                  uuid not in moving])
+    if unknown:
+        # InstanceList.get_by_filters skips hidden records unless asked for
+        # them alone. Their instances have a mapping, so this is a second
+        # guard: a cross-cell resize hides one of its two records.
+        with utils.temporary_mutation(context, read_deleted='yes'):
+            hidden = set(record.uuid for record in
+                         objects.InstanceList.get_by_filters(
+                             context, {'uuid': unknown, 'hidden': True},
+                             expected_attrs=[], use_slave=True))
+        orphans.extend(OrphanGuest(uuid, ORPHAN_UNKNOWN)
+                       for uuid in unknown if uuid not in hidden)
     return sorted(orphans, key=lambda orphan: orphan.uuid)
 
 

@@ -67,7 +67,7 @@ class _Base(testtools.TestCase):
 
     def _records(self, context, filters, **kwargs):
         return [r for r in self.records if r.uuid in filters['uuid'] and
-                bool(r.hidden) == filters['hidden']]
+                bool(r.hidden) == filters.get('hidden', False)]
 
     def _reread(self, context, uuid, **kwargs):
         for record in self.records:
@@ -120,14 +120,26 @@ class ClassificationTestCase(_Base):
                           uuids.foreign: ('foreign', 'host2')},
                          self._find())
         self.get_by_instance_uuids.assert_called_once_with(
-            self.context, sorted([uuids.mapped, uuids.unknown]))
+            self.context, sorted([uuids.mapped, uuids.unknown,
+                                  uuids.hidden]))
 
     def test_hidden_records_are_read(self):
-        self.guests(uuids.a)
-        self._find()
+        self.guests(uuids.a, uuids.b)
+        self.records = [_record(uuids.a, 'host2', hidden=True)]
+        self.assertEqual({uuids.b: ('unknown', None)}, self._find())
         self.assertEqual(
-            [False, True],
-            [c[0][1]['hidden'] for c in self.get_by_filters.call_args_list])
+            [None, True],
+            [c[0][1].get('hidden') for c in
+             self.get_by_filters.call_args_list])
+
+    def test_no_candidate_no_more_lookups(self):
+        self.guests(uuids.a, uuids.b)
+        self.records = [_record(uuids.a, 'host2', deleted=True),
+                        _record(uuids.b, None)]
+        self.assertEqual({}, self._find())
+        self.assertEqual(1, self.get_by_filters.call_count)
+        objects.MigrationList.get_by_filters.assert_not_called()
+        self.get_by_instance_uuids.assert_not_called()
 
     def test_migrations_of_this_host_in_progress(self):
         self.guests(uuids.a)
