@@ -343,8 +343,10 @@ class OrphanInstancesSafetyTest(_OrphanTestBase):
         self.api.post_server_action(server['id'], {'shelve': None})
         self._wait_for_state_change(server, 'SHELVED')
         self.api.post_server_action(server['id'], {'shelveOffload': None})
-        server = self._wait_for_state_change(server, 'SHELVED_OFFLOADED')
-        self.assertIsNone(server['OS-EXT-SRV-ATTR:host'])
+        # nova saves SHELVED_OFFLOADED first, and the record's host once
+        # the resource tracker let the server go.
+        server = self._wait_for_server_parameter(server, {
+            'status': 'SHELVED_OFFLOADED', 'OS-EXT-SRV-ATTR:host': None})
         self.assertIn(server['id'], self._driver('host1').instances)
         self._run_orphan_task('host1')
         self.assertIn(server['id'], self._driver('host1').instances,
