@@ -21,6 +21,7 @@ as it was. deactivate() puts back the very objects it took out.
 import importlib
 import inspect
 import logging
+import sys
 import threading
 
 from nova_fixes import errors
@@ -34,6 +35,8 @@ _lock = threading.Lock()
 #: bug -> [(owner, name, original __dict__ entry or _MISSING)], in the
 #: order they were set
 _applied = {}
+#: (bug, registry.Target) of every target active
+_active_targets = set()
 _MISSING = object()
 
 
@@ -78,19 +81,20 @@ def _check(target, series, recorded):
                 target.path, series,
                 'nova already defines it; the fix may be merged already')
         return owner, name
-    actual = fingerprint.of_installed(target)
-    if actual != expected:
-        raise errors.TargetMismatch(
-            target.path, series,
-            'fingerprint %s, expected %s' % (actual, expected))
-    live = inspect.unwrap(getattr(owner, name))
-    source = fingerprint.module_file(target.module)
+    live = inspect.unwrap(getattr(owner, name, None))
+    source = getattr(sys.modules.get(target.module), '__file__', None)
     code = getattr(live, '__code__', None)
     if not present or code is None or code.co_filename != source:
         raise errors.TargetMismatch(
             target.path, series,
             'the live object is not the one defined in %s; something else '
             'has replaced it' % source)
+    # The live function's own source lines, as its module's file has them.
+    actual = fingerprint.of_object(live)
+    if actual != expected:
+        raise errors.TargetMismatch(
+            target.path, series,
+            'fingerprint %s, expected %s' % (actual, expected))
     return owner, name
 
 
@@ -129,34 +133,52 @@ def _set(changes, owner, name, new):
     setattr(owner, name, new)
 
 
-def activate(bugs=None):
+def _services(services):
+    if services is None:
+        return set(registry.SERVICES)
+    unknown = sorted(set(services) - set(registry.SERVICES))
+    if unknown:
+        raise errors.NovaFixesError(
+            'unknown nova service %s; the services are %s'
+            % (', '.join(map(repr, unknown)), ', '.join(registry.SERVICES)))
+    return set(services)
+
+
+def activate(bugs=None, services=None):
     """Activate the drop-ins of the given fixes (default: all of them).
 
-    Idempotent: fixes already active are left as they are. Returns the bug
-    ids this call activated.
+    ``services`` (default: all) limits activation to the targets whose
+    code runs in those nova services (registry.SERVICES), so that for
+    example nova-compute imports none of the API's modules for fixes it
+    does not run. Idempotent: targets already active are left as they
+    are. Returns the bug ids with a target this call activated.
 
     :raises UnsupportedNova: the running nova is not of a supported series
     :raises TargetMismatch: a target's original is not the recorded one;
         nothing is patched then
+    :raises NovaFixesError: an unknown service
     """
     with _lock:
-        fixes = [fix for fix in _select(bugs) if fix.bug not in _applied]
-        if not fixes:
-            return []
+        wanted = _services(services)
         series = series_of(nova_version())
+        selected = [(fix, target) for fix in _select(bugs)
+                    for target in registry.targets_of(fix, series)
+                    if (fix.bug, target) not in _active_targets and
+                    wanted.intersection(target.services)]
+        if not selected:
+            return []
         recorded = fingerprint.recorded()
         plan = []
-        for fix in fixes:
-            for target in registry.targets_of(fix, series):
-                owner, name = _check(target, series, recorded)
-                aliases = _aliases(target, owner, name)
-                if target.original_as and hasattr(owner,
-                                                  target.original_as):
-                    raise errors.TargetMismatch(
-                        target.path, series, 'nova already has %s; the fix '
-                        'may be merged already' % target.original_as)
-                plan.append((fix, target, owner, name, aliases,
-                             _replacement(target)))
+        for fix, target in selected:
+            owner, name = _check(target, series, recorded)
+            aliases = _aliases(target, owner, name)
+            if target.original_as and hasattr(owner, target.original_as):
+                raise errors.TargetMismatch(
+                    target.path, series, 'nova already has %s; the fix '
+                    'may be merged already' % target.original_as)
+            plan.append((fix, target, owner, name, aliases,
+                         _replacement(target)))
+        bugs = []
         for fix, target, owner, name, aliases, new in plan:
             changes = _applied.setdefault(fix.bug, [])
             for alias_owner, alias in aliases:
@@ -165,9 +187,12 @@ def activate(bugs=None):
                 new = new()
                 owner._add_periodic_task(new)
             _set(changes, owner, name, new)
+            _active_targets.add((fix.bug, target))
+            if fix.bug not in bugs:
+                bugs.append(fix.bug)
         LOG.info('nova-fixes: activated fixes for bugs %s on nova %s',
-                 ', '.join(str(fix.bug) for fix in fixes), series)
-        return [fix.bug for fix in fixes]
+                 ', '.join(str(bug) for bug in bugs), series)
+        return bugs
 
 
 def deactivate(bugs=None):
@@ -182,6 +207,8 @@ def deactivate(bugs=None):
         for bug in reversed(list(_applied)):
             if bug not in selected:
                 continue
+            for target in [t for b, t in _active_targets if b == bug]:
+                _active_targets.discard((bug, target))
             for owner, name, original in reversed(_applied.pop(bug)):
                 _remove_periodic_task(owner, name)
                 if original is _MISSING:

@@ -35,6 +35,10 @@ SERIES_BY_MAJOR = {
 SUPPORTED_SERIES = tuple(SERIES_BY_MAJOR.values())
 DEFAULT_SERIES = '2026.2'
 
+#: The nova services with an entry point: activate(services=...) patches
+#: only the targets whose code runs in them (none runs in the scheduler).
+SERVICES = ('api', 'compute', 'conductor', 'scheduler')
+
 #: The nova and openstack-placement release each series is tested with.
 RELEASES = {
     '2022.2': ('26.2.2', '8.0.0'),
@@ -77,6 +81,8 @@ class Target:
     #: The series this target applies to, when nova's original differs
     #: between series so that each form has its own drop-in.
     series: tuple = SUPPORTED_SERIES
+    #: The services whose processes run this code (see SERVICES).
+    services: tuple = ('api', 'compute', 'conductor')
 
     @property
     def module(self):

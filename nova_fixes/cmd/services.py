@@ -205,12 +205,15 @@ def api_wsgi_script():
 
 
 def compute():
-    return run_service('nova.cmd.compute', lambda: nova_fixes.activate())
+    return run_service('nova.cmd.compute',
+                       lambda: nova_fixes.activate(services=['compute']))
 
 
 def conductor():
-    return run_service('nova.cmd.conductor', lambda: nova_fixes.activate())
+    return run_service('nova.cmd.conductor',
+                       lambda: nova_fixes.activate(services=['conductor']))
 
 
 def scheduler():
-    return run_service('nova.cmd.scheduler', lambda: nova_fixes.activate())
+    return run_service('nova.cmd.scheduler',
+                       lambda: nova_fixes.activate(services=['scheduler']))

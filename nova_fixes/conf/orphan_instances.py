@@ -20,14 +20,18 @@ orphan_group = cfg.OptGroup(
     help="""
 Guests running on a compute host that nova does not account for on
 that host: *unknown* guests, with no instance record at all in the
-cell database (created out of band, or deleted and then archived or
-purged), and *foreign* guests, whose live record names another
-compute host while no migration involving this host is in progress
-(the duplicate that a failed live migration cleanup leaves on the
-source).
+cell database and no instance mapping in the API database (created
+out of band, or deleted and then archived), and *foreign* guests,
+whose live record names another compute host while no migration
+involving this host is in progress (the duplicate that a failed live
+migration cleanup leaves on the source).
 
 Guests whose record is deleted but still present are left to nova's
-own running_deleted_instance_action task.
+own running_deleted_instance_action task; guests with a hidden record
+(either side of a cross-cell resize), with a record naming no host
+(shelved) or with a migration in progress involving this host are
+never orphans. When the instance mappings cannot be read (a cell
+conductor without the API database), no guest is found unknown.
 """)
 
 ALL_OPTS = [

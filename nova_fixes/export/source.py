@@ -325,7 +325,12 @@ class ModuleEdit(object):
     def _rename_def(self, node, new_name):
         """Rename a def; its signature is re-wrapped at 79 columns."""
         lines = self.text.splitlines(True)
-        header = ''.join(lines[node.lineno - 1:node.body[0].lineno - 1])
+        body_line = node.body[0].lineno
+        # Comments between the signature and the first statement stay.
+        while body_line - 1 > node.lineno and lines[body_line - 2].strip()[
+                :1] in ('', '#'):
+            body_line -= 1
+        header = ''.join(lines[node.lineno - 1:body_line - 1])
         indent = header[:len(header) - len(header.lstrip())]
         args = header[header.index('(') + 1:header.rindex(')')]
         args = [a.strip() for a in args.split(',') if a.strip()]
@@ -338,8 +343,7 @@ class ModuleEdit(object):
                 line = ' ' * len(opening)
             line += piece + ' '
         out.append(line.rstrip() + '\n')
-        self.replace_lines(node.lineno, node.body[0].lineno - 1,
-                           ''.join(out))
+        self.replace_lines(node.lineno, body_line - 1, ''.join(out))
 
     def add_helpers(self):
         """Insert the helpers exported code uses, and theirs in turn."""

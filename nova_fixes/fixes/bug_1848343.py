@@ -184,10 +184,12 @@ FIX = registry.Fix(
                         'revert_allocation_for_migration',
                         'nova_fixes.nova.conductor.tasks.migrate:'
                         'revert_allocation_for_migration',
-                        original_as='_move_allocations_back_to_instance'),
+                        original_as='_move_allocations_back_to_instance',
+                        services=('conductor',)),
         registry.Target('nova.compute.manager:'
                         'ComputeManager._revert_allocation',
-                        'nova_fixes.nova.compute.manager:_revert_allocation'),
+                        'nova_fixes.nova.compute.manager:_revert_allocation',
+                        services=('compute',)),
         registry.Target('nova.compute.utils:'
                         'delete_allocations_of_migrations',
                         'nova_fixes.nova.compute.utils:'
@@ -198,7 +200,8 @@ FIX = registry.Fix(
         registry.Target('nova.compute.manager:'
                         'ComputeManager._complete_deletion',
                         'nova_fixes.nova.compute.manager:_complete_deletion',
-                        original_as='_complete_deletion_of_instance'),
+                        original_as='_complete_deletion_of_instance',
+                        services=('compute',)),
         registry.Target('nova.compute.manager:'
                         'ComputeManager._do_rebuild_instance_with_claim',
                         'nova_fixes.nova.compute.manager:'
@@ -206,14 +209,17 @@ FIX = registry.Fix(
                         original_as='_rebuild_instance_with_claim',
                         # nova 26 (2022.2) has no target_state argument.
                         series=('2024.1', '2024.2', '2025.1', '2025.2',
-                                '2026.1', '2026.2')),
+                                '2026.1', '2026.2'),
+                        services=('compute',)),
         registry.Target('nova.compute.manager:'
                         'ComputeManager._unshelve_instance',
                         'nova_fixes.nova.compute.manager:_unshelve_instance',
-                        original_as='_unshelve_instance_on_host'),
+                        original_as='_unshelve_instance_on_host',
+                        services=('compute',)),
         registry.Target('nova.compute.api:API._local_delete',
                         'nova_fixes.nova.compute.api:_local_delete',
-                        original_as='_local_delete_instance'),
+                        original_as='_local_delete_instance',
+                        services=('api',)),
     ),
     tests=('test_bug_1848343', 'test_bug_1848343_more',
            'test_bug_1848343_deleted_moves'),

@@ -45,6 +45,11 @@ scheduler's claim to outlive a server that never reached a compute host:
   refuses the delete with PlacementUnavailableForDelete, returned by the
   servers controller as 503 Service Unavailable: nothing was destroyed,
   and deleting the server again once placement answers completes it.
+  _local_delete_cleanup then does not delete them a second time (one
+  placement request per delete, as before); a claim that lands between
+  the two deletes, for a build whose conductor had already found the
+  build request, is deleted by that conductor in _delete_build_request
+  when it finds the build request gone.
 
 * When the conductor buries servers in cell0 after the scheduler
   claimed for them (the scheduler's reply was lost and the conductor
@@ -132,20 +137,34 @@ FIX = registry.Fix(
     targets=(
         registry.Target('nova.exception:PlacementUnavailableForDelete',
                         'nova_fixes.nova.exception:'
-                        'PlacementUnavailableForDelete', new=True),
+                        'PlacementUnavailableForDelete', new=True,
+                        services=('api',)),
         registry.Target('nova.conductor.manager:'
                         'ComputeTaskManager._cleanup_build_artifacts',
                         'nova_fixes.nova.conductor.manager:'
                         '_cleanup_build_artifacts',
-                        original_as='_error_out_build_artifacts'),
+                        original_as='_error_out_build_artifacts',
+                        services=('conductor',)),
+        registry.Target('nova.conductor.manager:'
+                        'ComputeTaskManager._delete_build_request',
+                        'nova_fixes.nova.conductor.manager:'
+                        '_delete_build_request',
+                        original_as='_destroy_built_instance',
+                        services=('conductor',)),
         registry.Target('nova.compute.api:'
                         'API._attempt_delete_of_buildrequest',
                         'nova_fixes.nova.compute.api:'
-                        '_attempt_delete_of_buildrequest'),
+                        '_attempt_delete_of_buildrequest',
+                        services=('api',)),
         registry.Target('nova.conductor.manager:'
                         'ComputeTaskManager._bury_in_cell0',
                         'nova_fixes.nova.conductor.manager:_bury_in_cell0',
-                        original_as='_bury_instances_in_cell0'),
+                        original_as='_bury_instances_in_cell0',
+                        services=('conductor',)),
+        registry.Target('nova.compute.api:API._local_delete_cleanup',
+                        'nova_fixes.nova.compute.api:_local_delete_cleanup',
+                        original_as='_local_delete_cleanup_with_allocations',
+                        services=('api',)),
         # nova 33 (2026.1) added a response schema to the method: a drop-in
         # per form.
         registry.Target('nova.api.openstack.compute.servers:'
@@ -153,12 +172,13 @@ FIX = registry.Fix(
                         'nova_fixes.nova.api.openstack.compute.servers:'
                         'ServersControllerBefore2026.delete',
                         series=('2022.2', '2024.1', '2024.2', '2025.1',
-                                '2025.2')),
+                                '2025.2'),
+                        services=('api',)),
         registry.Target('nova.api.openstack.compute.servers:'
                         'ServersController.delete',
                         'nova_fixes.nova.api.openstack.compute.servers:'
                         'ServersController.delete',
-                        series=('2026.1', '2026.2')),
+                        series=('2026.1', '2026.2'), services=('api',)),
     ),
     tests=('test_bug_1859496_windows',),
     fixed_upstream=(
@@ -187,7 +207,8 @@ FIX = registry.Fix(
     notes=('bug-1859496-conductor-build-cleanup-e1c495f169030405.yaml',
            'bug-1859496-delete-placement-unreachable-a4624a407dbf0447.yaml',
            'bug-1859496-claim-after-delete-1364567135489ce0.yaml',
-           'bug-1859496-bury-in-cell0-28ac114e9e782140.yaml'),
+           'bug-1859496-bury-in-cell0-28ac114e9e782140.yaml',
+           'bug-1859496-build-delete-one-request-7b0e5d2c4a9f1e36.yaml'),
     patch=registry.Patch(
         slug='Do-not-leak-allocations-of-servers-that-never-reached-a-compute',
         subject='Do not leak allocations of servers that never reached a '

@@ -27,15 +27,19 @@ record names the destination), keep running and using the host's
 resources.
 
 The new _cleanup_orphan_instances periodic task classifies the guests
-of the hypervisor against the cell database in a constant number of
-queries, and acts on the ones that are orphans as
-[orphan_instances]action says: log (the default), stop or reap. A
-guest is only acted upon after it was seen as an orphan for
-grace_period seconds, at most max_actions_per_run a run; a migration
-in progress involving the host, or any task_state, protects it; a
-failed lookup makes the run decide nothing. Reaping destroys the guest
-on this host only: its disks are kept, no volume is detached and no
-port is unbound."""
+of the hypervisor against the cell database in at most five queries
+whatever the number of guests and nodes, and acts on the ones that are
+orphans as [orphan_instances]action says: log (the default), stop or
+reap. Only on positive evidence: an unknown guest has no record in the
+cell, hidden or deleted, and no instance mapping in the API database
+(so no other cell knows it); a foreign guest has a live record naming
+another host. A hidden record (either side of a cross-cell resize), a
+record naming no host (shelved), a migration in progress involving
+the host or any task_state protects the guest. A guest is only acted
+upon after it was seen as an orphan for grace_period seconds, at most
+max_actions_per_run a run; a failed lookup makes the run decide
+nothing. Reaping destroys the guest on this host only: its disks are
+kept, no volume is detached and no port is unbound."""
 
 FIX = registry.Fix(
     bug='orphans',
@@ -49,7 +53,7 @@ FIX = registry.Fix(
                         '_cleanup_orphan_instances',
                         'nova_fixes.nova.compute.manager:'
                         'orphan_instances_periodic_task',
-                        new=True, periodic=True),
+                        new=True, periodic=True, services=('compute',)),
     ),
     tests=('test_orphan_instances',),
     nova_tests=(
@@ -72,6 +76,12 @@ FIX = registry.Fix(
                 ('test_migration_in_progress_protects_the_guest',
                  'test_orphan_instances.OrphanInstancesSafetyTest.'
                  'test_migration_in_progress_protects_the_guest'),
+                ('test_target_guest_while_its_record_is_hidden',
+                 'test_orphan_instances.CrossCellResizeTest.'
+                 'test_target_guest_while_its_record_is_hidden'),
+                ('test_source_guest_at_verify_resize',
+                 'test_orphan_instances.CrossCellResizeTest.'
+                 'test_source_guest_at_verify_resize'),
             )),
     ),
     notes=('orphan-instances-periodic-task-8d41c6f0a97e2b35.yaml',),

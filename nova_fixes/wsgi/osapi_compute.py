@@ -31,7 +31,7 @@ def init_application():
     global application
     if application is None:
         application = services.wsgi_application(
-            lambda: nova_fixes.activate())
+            lambda: nova_fixes.activate(services=['api']))
     return application
 
 

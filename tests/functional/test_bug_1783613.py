@@ -610,6 +610,58 @@ class BootDeleteRaceTest(base.NovaFixesTestMixin,
                       'the conductor did not find the build request gone')
         self._assert_left_nothing(server, 'once the conductor went on')
 
+    def test_claim_lands_between_the_api_deletes(self):
+        """(e) The scheduler's claim lands after the API's delete of the
+        server's allocations and before its delete of the build request.
+
+        1. The conductor is held before it asks the scheduler for a host:
+           there is no claim yet.
+        2. The user deletes the server: the API (which, with the fixes,
+           deletes the allocations first: there are none) is held right
+           before it deletes the build request.
+        3. The conductor goes on: the scheduler claims, the conductor finds
+           the build request, creates the instance record in cell1, maps
+           it, and is held before it deletes the build request.
+        4. The API goes on: it deletes the build request, destroys the
+           instance record and returns.
+        5. The conductor goes on and finds the build request gone.
+        Nothing may be left, the claim of step 3 included, whichever of
+        the API and the conductor deletes it.
+        """
+        scheduling = self._gate('the conductor before it schedules')
+        self._spy(conductor_manager.ComputeTaskManager, '_schedule_instances',
+                  before=lambda call: scheduling.stop()
+                  if _role() == 'conductor' else None)
+        api_held = self._gate('the API before it deletes the build request')
+        self._spy(objects.BuildRequest, 'destroy',
+                  before=lambda call: api_held.stop()
+                  if _role() == 'api-1' else None)
+        conductor_held = self._gate('the conductor before it deletes the '
+                                    'build request')
+        delete_build_request = self._spy(
+            conductor_manager.ComputeTaskManager, '_delete_build_request',
+            before=lambda call: conductor_held.stop())
+
+        server = self._boot()
+        self.wait_for(scheduling.reached, 'the conductor\'s scheduling')
+        self.assertEqual({}, self._get_allocations_by_server_uuid(
+            server['id']))
+        thread, outcome = self._delete_in_thread(server, 'api-1')
+        self.wait_for(api_held.reached, 'the API\'s build request delete')
+
+        scheduling.open()
+        self.wait_for(conductor_held.reached, 'the conductor\'s build '
+                      'request delete')
+        self._assert_booting(server, instance_in_cell=True)
+
+        api_held.open()
+        self.assertEqual({'status': 204}, self._join(thread, outcome))
+        conductor_held.open()
+        self._wait_for_conductor()
+        self.assertIs(False, delete_build_request.calls[0].result,
+                      'the conductor did not find the build request gone')
+        self._assert_left_nothing(server, 'once the conductor went on')
+
 
 class BootDeleteRacePlacementQuotaTest(BootDeleteRaceTest):
     """Regression tests for bug 1783613, usage counted from placement.

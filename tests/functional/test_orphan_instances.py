@@ -30,6 +30,9 @@ from unittest import mock
 
 from nova.compute import power_state
 from nova import context as nova_context
+from nova import objects
+from nova.policies import base as base_policies
+from nova.policies import servers as servers_policies
 from nova.tests.functional import integrated_helpers
 from nova.virt import fake
 from oslo_utils.fixture import uuidsentinel as uuids
@@ -43,11 +46,13 @@ TASK = '_cleanup_orphan_instances'
 class _OrphanTestBase(base.NovaFixesTestMixin,
                       integrated_helpers.ProviderUsageBaseTestCase):
     compute_driver = 'fake.MediumFakeDriver'
+    #: The cell of each compute host.
+    host_cells = {'host1': 'cell1', 'host2': 'cell1'}
 
     def setUp(self):
         super(_OrphanTestBase, self).setUp()
-        self._start_compute('host1')
-        self._start_compute('host2')
+        for host, cell in sorted(self.host_cells.items()):
+            self._start_compute(host, cell_name=cell)
 
     def _driver(self, host):
         return self.computes[host].manager.driver
@@ -244,15 +249,22 @@ class OrphanInstancesSafetyTest(_OrphanTestBase):
         self.flags(action='reap', grace_period=0, group='orphan_instances')
         self._inject_guest('host1', uuids.unknown)
         for failure in (
+                'nova.objects.InstanceList.get_uuids_by_host',
                 'nova.objects.InstanceList.get_by_filters',
-                'nova.objects.MigrationList.'
-                'get_in_progress_by_host_and_node',
-                'nova.objects.ComputeNodeList.get_all_by_host'):
+                'nova.objects.MigrationList.get_by_filters'):
             with mock.patch(failure, side_effect=Exception('DB down')):
                 self._run_orphan_task('host1')
             self.assert_untouched('host1', uuids.unknown)
             self.assertIn('no decision in this run',
                           self.stdlog.logger.output)
+        # Without the API database nothing tells that no other cell knows
+        # the guest.
+        with mock.patch('nova.objects.InstanceMappingList.'
+                        'get_by_instance_uuids',
+                        side_effect=Exception('API DB down')):
+            self._run_orphan_task('host1')
+        self.assert_untouched('host1', uuids.unknown)
+        self.assertIn('are left alone', self.stdlog.logger.output)
         self._run_orphan_task('host1')
         self.assert_gone('host1', uuids.unknown)
 
@@ -317,6 +329,30 @@ class OrphanInstancesSafetyTest(_OrphanTestBase):
         self.assert_untouched('host1', server['id'])
         self.assertEqual([], self.orphan_log_lines())
 
+    def test_shelved_offloaded_guest_left_behind(self):
+        """1. A server is shelved and offloaded; the driver's destroy left
+           the guest listed on host1 (a destroy that failed quietly).
+        2. Its record names no host now (SHELVED_OFFLOADED): nova knows the
+           server, and an unshelve may come back to this host; the orphan
+           task leaves the guest alone.
+        """
+        self.flags(action='reap', grace_period=0, group='orphan_instances')
+        self.flags(shelved_offload_time=-1)
+        server = self._create_server(host='host1', networks='none')
+        self.stub_out('nova.virt.fake.FakeDriver.destroy', _keep_guest)
+        self.api.post_server_action(server['id'], {'shelve': None})
+        self._wait_for_state_change(server, 'SHELVED')
+        self.api.post_server_action(server['id'], {'shelveOffload': None})
+        # nova saves SHELVED_OFFLOADED first, and the record's host once
+        # the resource tracker let the server go.
+        server = self._wait_for_server_parameter(server, {
+            'status': 'SHELVED_OFFLOADED', 'OS-EXT-SRV-ATTR:host': None})
+        self.assertIn(server['id'], self._driver('host1').instances)
+        self._run_orphan_task('host1')
+        self.assertIn(server['id'], self._driver('host1').instances,
+                      base.LEAK + 'the guest of a shelved server was reaped')
+        self.assertEqual([], self.orphan_log_lines())
+
     def test_ignored_guests_are_never_touched(self):
         self.flags(action='reap', grace_period=0,
                    ignore_uuids=[uuids.kept], group='orphan_instances')
@@ -334,3 +370,137 @@ class OrphanInstancesSafetyTest(_OrphanTestBase):
         self._run_orphan_task('host1')
         self.assert_untouched('host1', server['id'])
         self.assertEqual([], self.orphan_log_lines())
+
+
+class CrossCellResizeTest(_OrphanTestBase):
+    """The orphan task never touches either guest of a cross-cell resize.
+
+    During a cross-cell resize the instance has a record in both cells,
+    and one of them is hidden=True: the target cell's until the guest is
+    running on the destination, the source cell's from then on until the
+    resize is confirmed or reverted. InstanceList.get_by_filters skips
+    hidden records, so a task reading through it alone finds no record
+    and would reap a guest nova knows. host1 is in cell1, host2 in cell2;
+    each case is forced by holding the compute in the driver call that
+    puts the guest on its host.
+
+    These test the task itself: vanilla nova has no such task, so they do
+    not apply to it (n/a in the recreate report); the task as it was
+    before this case was covered reaped the guests.
+    """
+
+    recreates = None
+    NUMBER_OF_CELLS = 2
+    host_cells = {'host1': 'cell1', 'host2': 'cell2'}
+
+    def setUp(self):
+        if common.mode() == 'vanilla':
+            self.skipTest('tests the orphan instances task itself')
+        super(CrossCellResizeTest, self).setUp()
+        self.policy.set_rules({
+            servers_policies.CROSS_CELL_RESIZE:
+                base_policies.RULE_ADMIN_API}, overwrite=False)
+        self.flags(action='reap', grace_period=0, group='orphan_instances')
+        self.server = self._create_server(host='host1', networks='none')
+
+    def _record(self, cell, uuid):
+        ctxt = nova_context.get_admin_context()
+        with nova_context.target_cell(
+                ctxt, self.cell_mappings[cell]) as cctxt:
+            return objects.Instance.get_by_uuid(cctxt, uuid)
+
+    def _hold(self, method, host, before=False):
+        """Hold host's compute in the fake driver's ``method``: right
+        after it (or, with ``before``, right before it); returns (held,
+        release) events.
+        """
+        held, release = threading.Event(), threading.Event()
+        self.addCleanup(release.set)
+        original = getattr(fake.FakeDriver, method)
+        driver = self._driver(host)
+
+        def hold(this, context, instance, *args, **kwargs):
+            # Only the first call is held: the orphan task, run by the
+            # test meanwhile, calls the same driver.
+            first = this is driver and not held.is_set()
+            if before and first:
+                held.set()
+                release.wait()
+            result = original(this, context, instance, *args, **kwargs)
+            if not before and first:
+                held.set()
+                release.wait()
+            return result
+
+        self.stub_out('nova.virt.fake.FakeDriver.' + method, hold)
+        return held, release
+
+    def _resize(self):
+        self.api.post_server_action(self.server['id'], {
+            'resize': {'flavorRef': self.api.get_flavors()[1]['id']}})
+
+    def assert_both_tasks_spare(self, uuid):
+        for host in ('host1', 'host2'):
+            if uuid in self._driver(host).instances:
+                self._run_orphan_task(host)
+                self.assertIn(uuid, self._driver(host).instances,
+                              base.LEAK + 'guest %s of a cross-cell resize '
+                              'reaped on %s' % (uuid, host))
+        self.assertEqual([], self.orphan_log_lines())
+
+    def test_target_guest_while_its_record_is_hidden(self):
+        """1. The conductor created the hidden record in cell2.
+        2. host2 spawned the guest (held there): its record is hidden.
+        3. The orphan task runs on host2 (and host1): nothing is touched.
+        """
+        held, release = self._hold('spawn', 'host2')
+        self._resize()
+        self.assertTrue(held.wait(30))
+        uuid = self.server['id']
+        self.assertTrue(self._record('cell2', uuid).hidden)
+        self.assertIn(uuid, self._driver('host2').instances)
+        self.assert_both_tasks_spare(uuid)
+        release.set()
+        self._wait_for_state_change(self.server, 'VERIFY_RESIZE')
+        self.assert_both_tasks_spare(uuid)
+
+    def test_source_guest_at_verify_resize(self):
+        """1. The resize reaches VERIFY_RESIZE: the source record (cell1)
+           is the hidden one now.
+        2. host1's driver keeps the stopped source guest listed (nova
+           destroys it keeping its disks; a hypervisor that still lists it,
+           or a destroy that failed, leaves it there until confirm).
+        3. The orphan task on host1 leaves it; a revert finds it.
+        """
+        self.stub_out('nova.virt.fake.FakeDriver.destroy', _keep_guest)
+        self._resize()
+        self._wait_for_state_change(self.server, 'VERIFY_RESIZE')
+        uuid = self.server['id']
+        self.assertTrue(self._record('cell1', uuid).hidden)
+        self.assertIn(uuid, self._driver('host1').instances)
+        self.assert_both_tasks_spare(uuid)
+
+    def test_target_guest_during_revert(self):
+        """1. The resize reaches VERIFY_RESIZE; the user reverts.
+        2. The conductor hid the target record (cell2) again and asked
+           host2 to destroy its guest: held there, before the destroy, the
+           guest is still on host2 with a hidden record.
+        3. The orphan task runs on both hosts: nothing is touched.
+        """
+        self._resize()
+        server = self._wait_for_state_change(self.server, 'VERIFY_RESIZE')
+        held, release = self._hold('destroy', 'host2', before=True)
+        self.api.post_server_action(server['id'], {'revertResize': None})
+        self.assertTrue(held.wait(30))
+        uuid = server['id']
+        self.assertTrue(self._record('cell2', uuid).hidden)
+        self.assertIn(uuid, self._driver('host2').instances)
+        self.assert_both_tasks_spare(uuid)
+        release.set()
+        self._wait_for_migration_status(server, ['reverted'])
+
+
+def _keep_guest(driver, context, instance, *args, **kwargs):
+    """FakeDriver.destroy that leaves the guest listed, stopped."""
+    if instance.uuid in driver.instances:
+        driver.instances[instance.uuid].state = power_state.SHUTDOWN

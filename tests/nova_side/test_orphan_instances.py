@@ -10,12 +10,15 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
+import threading
 from unittest import mock
 
 from oslo_utils.fixture import uuidsentinel as uuids
 
 from nova.compute import power_state
 from nova import context as nova_context
+from nova.policies import base as base_policies
+from nova.policies import servers as servers_policies
 from nova.tests.functional import integrated_helpers
 from nova.virt import fake
 
@@ -131,3 +134,69 @@ class OrphanInstancesTest(integrated_helpers.ProviderUsageBaseTestCase):
         self._run_task('host1')
         self.assertNotIn(server['id'], self._driver('host1').instances)
         self.assertIn(server['id'], self._driver('host2').instances)
+
+
+class OrphanInstancesCrossCellTest(
+        integrated_helpers.ProviderUsageBaseTestCase):
+    """Both guests of a cross-cell resize are left alone.
+
+    One of the two records of a cross-cell resize is hidden (the target
+    cell's until the guest runs on the destination, the source cell's
+    from then on until confirm or revert) and InstanceList.get_by_filters
+    skips hidden records: such a guest has a record nova knows all the
+    same. host1 is in cell1, host2 in cell2.
+    """
+    compute_driver = 'fake.MediumFakeDriver'
+    NUMBER_OF_CELLS = 2
+    _driver = OrphanInstancesTest._driver
+    _run_task = OrphanInstancesTest._run_task
+    _logged = OrphanInstancesTest._logged
+
+    def setUp(self):
+        super().setUp()
+        self._start_compute('host1', cell_name='cell1')
+        self._start_compute('host2', cell_name='cell2')
+        self.policy.set_rules({
+            servers_policies.CROSS_CELL_RESIZE:
+                base_policies.RULE_ADMIN_API}, overwrite=False)
+        self.flags(action='reap', grace_period=0, group='orphan_instances')
+
+    def _resize(self, server):
+        self.api.post_server_action(server['id'], {
+            'resize': {'flavorRef': self.api.get_flavors()[1]['id']}})
+
+    def test_target_guest_while_its_record_is_hidden(self):
+        server = self._create_server(host='host1', networks='none')
+        spawned, release = threading.Event(), threading.Event()
+        self.addCleanup(release.set)
+        original = fake.FakeDriver.spawn
+        host2 = self._driver('host2')
+
+        def spawn(driver, *args, **kwargs):
+            original(driver, *args, **kwargs)
+            if driver is host2 and not spawned.is_set():
+                spawned.set()
+                release.wait()
+
+        self.stub_out('nova.virt.fake.FakeDriver.spawn', spawn)
+        self._resize(server)
+        self.assertTrue(spawned.wait(30))
+        self._run_task('host2')
+        self.assertIn(server['id'], self._driver('host2').instances)
+        release.set()
+        self._wait_for_state_change(server, 'VERIFY_RESIZE')
+        self.assertEqual([], self._logged(server['id']))
+
+    def test_source_guest_at_verify_resize(self):
+        server = self._create_server(host='host1', networks='none')
+
+        def destroy(driver, context, instance, *args, **kwargs):
+            # A source guest the driver still lists, stopped.
+            driver.instances[instance.uuid].state = power_state.SHUTDOWN
+
+        self.stub_out('nova.virt.fake.FakeDriver.destroy', destroy)
+        self._resize(server)
+        self._wait_for_state_change(server, 'VERIFY_RESIZE')
+        self._run_task('host1')
+        self.assertIn(server['id'], self._driver('host1').instances)
+        self.assertEqual([], self._logged(server['id']))

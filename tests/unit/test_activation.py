@@ -11,6 +11,8 @@
 # under the License.
 
 import copy
+import inspect
+import linecache
 from unittest import mock
 
 import testtools
@@ -104,6 +106,34 @@ class ActivationTestCase(testtools.TestCase):
         self.assertIn(last.path, str(exc))
         self.assertIn(series, str(exc))
         self.assertIn('Nothing was patched', str(exc))
+        self.assertEqual(self.before, _snapshot())
+        self.assertEqual([], nova_fixes.active_fixes())
+
+    def test_changed_source_refuses_and_patches_nothing(self):
+        """nova's file says something else than what was recorded (a
+        distro backport): the live function's own lines are what counts.
+        """
+        series = activation.series_of(activation.nova_version())
+        last = [target for fix in fixes.FIXES
+                for target in registry.targets_of(fix, series)
+                if not target.new][-1]
+        owner, name = activation._resolve(last.path)
+        path = inspect.unwrap(getattr(owner, name)).__code__.co_filename
+        with open(path, encoding='utf-8') as f:
+            lines = f.readlines()
+        first = inspect.unwrap(getattr(owner, name)).__code__.co_firstlineno
+        body = first + 1
+        while not lines[body - 1].strip().startswith(('return', 'try')):
+            body += 1
+        indent = lines[body - 1][:len(lines[body - 1]) -
+                                 len(lines[body - 1].lstrip())]
+        lines.insert(body - 1, indent + 'context = context\n')
+        self.addCleanup(linecache.cache.pop, path, None)
+        linecache.cache[path] = (0, None, lines, path)
+        exc = self.assertRaises(nova_fixes.TargetMismatch,
+                                nova_fixes.activate)
+        self.assertEqual(last.path, exc.target)
+        self.assertIn('fingerprint', str(exc))
         self.assertEqual(self.before, _snapshot())
         self.assertEqual([], nova_fixes.active_fixes())
 

@@ -10,6 +10,8 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
+import inspect
+
 import testtools
 
 from nova_fixes import activation
@@ -67,6 +69,20 @@ class Client(object):
                 self.assertEqual(recorded[target.path],
                                  fingerprint.of_installed(target),
                                  target.path)
+
+    def test_of_object_is_of_installed(self):
+        """The live function's own lines give the value of its module."""
+        series = activation.series_of(activation.nova_version())
+        for fix in fixes.FIXES:
+            for target in registry.targets_of(fix, series):
+                if target.new:
+                    continue
+                owner, name = activation._resolve(target.path)
+                self.assertEqual(
+                    fingerprint.of_installed(target),
+                    fingerprint.of_object(
+                        inspect.unwrap(getattr(owner, name))),
+                    target.path)
 
     def test_every_target_is_recorded_for_every_series_of_its_fix(self):
         recorded = fingerprint.recorded()

@@ -21,6 +21,10 @@ from nova import objects
 
 LOG = logging.getLogger(__name__)
 
+#: Set on a request context: the instance UUIDs whose allocations this
+#: request deleted before it destroyed their build requests.
+ALLOCATIONS_DELETED = '_allocations_deleted_with_build_request'
+
 
 def _attempt_delete_of_buildrequest(self, context, instance):
     """Replaces API._attempt_delete_of_buildrequest (bug 1859496).
@@ -37,9 +41,13 @@ def _attempt_delete_of_buildrequest(self, context, instance):
     placement cannot be reached, or fails, PlacementUnavailableForDelete
     is raised before anything is destroyed: the user gets a 503, the
     server is still there, and deleting it again once placement answers
-    completes the delete. _local_delete_cleanup still deletes the
-    allocations afterwards, so a claim that lands in between is removed
-    as before.
+    completes the delete. That is the only delete of the allocations:
+    _local_delete_cleanup, which API._delete calls next, is told so
+    through the request context and does not send another. A claim that
+    lands after it, for a build whose conductor already found the build
+    request, is removed by that conductor when it finds the build request
+    gone (ComputeTaskManager._delete_build_request); a claim for a build
+    whose conductor looks later is removed by nova's own check there.
 
     Why this order is safe with a conductor building the same server
     concurrently (schedule_and_build_instances: the scheduler claims, the
@@ -69,10 +77,35 @@ def _attempt_delete_of_buildrequest(self, context, instance):
         build_req.destroy()
     except exception.BuildRequestNotFound:
         return False
+    deleted = getattr(context, ALLOCATIONS_DELETED, None)
+    if deleted is None:
+        deleted = set()
+        setattr(context, ALLOCATIONS_DELETED, deleted)
+    deleted.add(instance.uuid)
     # Detach any volumes so that they are not orphaned.
     self._local_cleanup_bdm_volumes(
         build_req.block_device_mappings, instance, context)
     return True
+
+
+def _local_delete_cleanup(self, context, instance_uuid):
+    """Replaces API._local_delete_cleanup (bug 1859496).
+
+    Delete the allocations of an instance the API deleted and queue its
+    instance mapping for deletion; the allocations only if this request
+    did not delete them already, before it destroyed the build request
+    (_attempt_delete_of_buildrequest): a second DELETE would only answer
+    404, one placement round trip per delete of a server in BUILD.
+    """
+    if instance_uuid not in getattr(context, ALLOCATIONS_DELETED, ()):
+        return self._local_delete_cleanup_with_allocations(context,
+                                                           instance_uuid)
+    try:
+        self._update_queued_for_deletion(context, instance_uuid, True)
+    except exception.InstanceMappingNotFound:
+        LOG.info("Instance Mapping does not exist while attempting "
+                 "local delete cleanup.",
+                 instance_uuid=instance_uuid)
 
 
 def _delete_allocations_or_refuse(reportclient, context, instance):

@@ -184,6 +184,16 @@ ORPHAN_UNKNOWN = 'unknown'
 ORPHAN_FOREIGN = 'foreign'
 
 
+#: Migration statuses nova sets before a migration ends (nova/compute,
+#: nova/conductor, the virt drivers); every other status nova sets ends it
+#: (confirmed, reverted, error, failed, completed, cancelled, done: what
+#: nova's migration_get_in_progress_by_host_and_node leaves out).
+MIGRATION_IN_PROGRESS = ('accepted', 'queued', 'preparing', 'pre-migrating',
+                         'migrating', 'running', 'running (post-copy)',
+                         'post-migrating', 'finished', 'confirming',
+                         'reverting')
+
+
 class OrphanGuest(object):
     """A guest on this host that nova does not account for here."""
 
@@ -198,7 +208,8 @@ class OrphanGuest(object):
 
     def describe(self):
         if self.reason == ORPHAN_UNKNOWN:
-            return 'unknown: no instance record in the cell database'
+            return ('unknown: no instance record in the cell database and '
+                    'no instance mapping in the API database')
         return ('foreign: its instance record names host %s and no '
                 'migration involving this host is in progress' % self.host)
 
@@ -206,69 +217,152 @@ class OrphanGuest(object):
 def find_orphan_instances(manager, context):
     """Classify the guests of the hypervisor against nova's records.
 
-    A constant number of database round trips, whatever the number of
-    guests: one for the compute nodes of this host, one per node for its
-    migrations in progress, one for the instance records of every guest
-    (deleted ones included).
+    A guest is an orphan only on positive evidence:
+
+    * unknown: no record in this cell, deleted, hidden or live, no
+      migration of it in progress involving this host, and no instance
+      mapping in the API database (so no cell knows it: a server deleted
+      and archived has none left, a cross-cell resize keeps one). The
+      mappings are read through nova's objects, as nova-compute reads
+      everything; where that fails (a cell conductor without the API
+      database) no unknown guest is decided.
+    * foreign: a live record, not hidden, naming another host, with no
+      task in progress and no migration of it in progress involving this
+      host.
+
+    Every other guest is left alone: this host's own records, hidden ones
+    included (either side of a cross-cell resize), records with no host
+    (being shelved or unshelved), deleted records ([DEFAULT]
+    running_deleted_instance_action's business).
+
+    At most five database round trips whatever the number of guests and
+    of nodes, each made only if the previous ones left a guest to decide:
+    the UUIDs of this host's records (one column), the records of the
+    other guests (base columns only), the migrations in progress involving
+    this host, the instance mappings of the guests with no record, and
+    their hidden records. Only the guests that are not this host's own
+    are loaded as Instance objects.
 
     :returns: the list of OrphanGuest, unknown and foreign
-    :raises: whatever a lookup raises: without a complete answer there is
-        no decision
+    :raises: whatever a lookup of this cell raises: without a complete
+        answer there is no decision
     """
     conf = CONF.orphan_instances
     ignored = set(uuid.lower() for uuid in conf.ignore_uuids)
-    uuids = set(manager.driver.list_instance_uuids()) - ignored
-    if not uuids:
+    guests = set(manager.driver.list_instance_uuids()) - ignored
+    if not guests:
         return []
 
-    protected = set()
-    nodes = objects.ComputeNodeList.get_all_by_host(context, manager.host)
-    for node in nodes:
-        migrations = objects.MigrationList.get_in_progress_by_host_and_node(
-            context, manager.host, node.hypervisor_hostname)
-        protected.update(mig.instance_uuid for mig in migrations)
+    own = set(objects.InstanceList.get_uuids_by_host(context, manager.host))
+    others = sorted(guests - own)
+    if not others:
+        return []
 
     with utils.temporary_mutation(context, read_deleted='yes'):
-        records = objects.InstanceList.get_by_filters(
-            context, {'uuid': sorted(uuids)}, expected_attrs=['flavor'],
-            use_slave=True)
-    by_uuid = {record.uuid: record for record in records}
-
-    orphans = []
-    for uuid in sorted(uuids):
+        by_uuid = {record.uuid: record for record in
+                   objects.InstanceList.get_by_filters(
+                       context, {'uuid': others}, expected_attrs=[],
+                       use_slave=True)}
+    candidates = []
+    for uuid in others:
         record = by_uuid.get(uuid)
         if record is None:
-            orphans.append(OrphanGuest(uuid, ORPHAN_UNKNOWN))
-        elif record.deleted or record.host == manager.host:
-            # Deleted but present: [DEFAULT]running_deleted_instance_action
-            # handles it. On this host: not an orphan.
+            candidates.append(uuid)
+        elif (record.deleted or record.hidden or record.host is None or
+                record.host == manager.host):
+            # Deleted but present: running_deleted_instance_action's.
+            # Hidden: one side of a cross-cell resize. No host: being
+            # shelved or unshelved. This host: became its own meanwhile.
             continue
-        elif uuid in protected or record.task_state is not None:
-            LOG.debug('Guest %s: its record names host %s, but a move or '
-                      'another operation is in progress; not an orphan.',
-                      uuid, record.host)
+        elif record.task_state is not None:
+            LOG.debug('Guest %s: its record names host %s, but a task is '
+                      'in progress; not an orphan.', uuid, record.host)
         else:
-            orphans.append(OrphanGuest(uuid, ORPHAN_FOREIGN, record))
-    return orphans
+            candidates.append(uuid)
+    if not candidates:
+        return []
+
+    moving = set(mig.instance_uuid for mig in objects.MigrationList.
+                 get_by_filters(context, {'host': manager.host,
+                                          'status': MIGRATION_IN_PROGRESS}))
+    for uuid in sorted(moving.intersection(candidates)):
+        LOG.debug('Guest %s: a migration involving this host is in '
+                  'progress; not an orphan.', uuid)
+    orphans = [OrphanGuest(uuid, ORPHAN_FOREIGN, by_uuid[uuid])
+               for uuid in candidates
+               if uuid in by_uuid and uuid not in moving]
+    unknown = _unmapped(context, [uuid for uuid in candidates
+                                  if uuid not in by_uuid and
+                                  uuid not in moving])
+    if unknown:
+        # InstanceList.get_by_filters skips hidden records unless asked for
+        # them alone. Their instances have a mapping, so this is a second
+        # guard: a cross-cell resize hides one of its two records.
+        with utils.temporary_mutation(context, read_deleted='yes'):
+            hidden = set(record.uuid for record in
+                         objects.InstanceList.get_by_filters(
+                             context, {'uuid': unknown, 'hidden': True},
+                             expected_attrs=[], use_slave=True))
+        orphans.extend(OrphanGuest(uuid, ORPHAN_UNKNOWN)
+                       for uuid in unknown if uuid not in hidden)
+    return sorted(orphans, key=lambda orphan: orphan.uuid)
+
+
+def _unmapped(context, uuids):
+    """The UUIDs that no cell knows: without an instance mapping.
+
+    An instance mapping exists from the API's create until the record is
+    archived (nova-manage db archive_deleted_rows deletes both), and it
+    names the cell that holds the record. When the API database cannot be
+    read, none of them is known to be unmapped.
+    """
+    if not uuids:
+        return []
+    try:
+        mapped = objects.InstanceMappingList.get_by_instance_uuids(
+            context, uuids)
+    except Exception:
+        LOG.warning('Orphan instances: the instance mappings of %d guests '
+                    'with no record in this cell could not be read, so '
+                    'whether another cell knows them cannot be told; they '
+                    'are left alone.', len(uuids), exc_info=True)
+        return []
+    known = set(mapping.instance_uuid for mapping in mapped)
+    for uuid in sorted(known.intersection(uuids)):
+        LOG.debug('Guest %s: no record in this cell, but an instance '
+                  'mapping; not an orphan.', uuid)
+    return [uuid for uuid in uuids if uuid not in known]
 
 
 def _guest_instance(context, orphan):
     """The Instance handed to the virt driver for an orphan guest.
 
-    A foreign guest has its live record. An unknown guest has none: drivers
-    find guests by UUID, and the empty flavor keeps a driver's own
-    accounting of resources it never claimed for this guest unchanged.
+    A foreign guest has its live record, read in full (with its flavor)
+    only now that it is acted on. An unknown guest has none: drivers find
+    guests by UUID, and the empty flavor keeps a driver's own accounting
+    of resources it never claimed for this guest unchanged.
     """
     if orphan.record is not None:
-        return orphan.record
+        return objects.Instance.get_by_uuid(
+            context, orphan.uuid, expected_attrs=['flavor'])
     return objects.Instance(
         context, uuid=orphan.uuid, system_metadata={},
         flavor=objects.Flavor(vcpus=0, memory_mb=0, root_gb=0,
                               ephemeral_gb=0, swap=0, extra_specs={}))
 
 
+def _still_foreign(manager, instance):
+    return not (instance.hidden or instance.host in (None, manager.host) or
+                instance.task_state is not None)
+
+
 def _act_on_orphan(manager, context, orphan, action):
-    instance = _guest_instance(context, orphan)
+    try:
+        instance = _guest_instance(context, orphan)
+    except exception.InstanceNotFound:
+        return 'none (its record was deleted meanwhile)'
+    if orphan.record is not None and not _still_foreign(manager, instance):
+        return 'none (its record changed meanwhile: not an orphan)'
     if action == 'stop':
         if manager.driver.get_info(instance).state == power_state.SHUTDOWN:
             return 'none (already stopped)'

@@ -156,3 +156,37 @@ def _delete_allocations(reportclient, context, instance):
         LOG.info('Deleted the allocations of the instance, which failed to '
                  'build and never reached a compute host.',
                  instance=instance)
+
+
+def _delete_build_request(self, context, build_request, instance, cell,
+                          instance_bdms, instance_tags):
+    """Replaces ComputeTaskManager._delete_build_request (bug 1859496).
+
+    Delete a build request after creating the instance in the cell; when
+    the build request is already gone (the user deleted the server), undo
+    the build, the scheduler's claim included.
+
+    The API deletes a server in BUILD by deleting its allocations and then
+    its build request (API._attempt_delete_of_buildrequest), once each. A
+    claim that lands between those two, for a build whose conductor
+    already found the build request, is seen by nobody but this
+    conductor: it finds the build request gone here, and nova's original
+    destroys the instance record it created and keeps the claim. The claim
+    is this conductor's own, made for a server that no longer exists, so
+    it is deleted here.
+
+    :returns: True if the build request was deleted, False if it was gone
+        (the instance is destroyed, and its allocations)
+    """
+    if self._destroy_built_instance(context, build_request, instance, cell,
+                                    instance_bdms, instance_tags):
+        return True
+    try:
+        self.report_client.delete_allocation_for_instance(
+            context, instance.uuid, force=True)
+    except Exception:
+        LOG.exception('Unable to delete the allocations of the instance, '
+                      'deleted while it was being built; "nova-manage '
+                      'placement audit --delete" finds them.',
+                      instance=instance)
+    return False

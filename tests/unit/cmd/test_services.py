@@ -13,6 +13,7 @@
 import io
 import logging
 import os
+import subprocess
 import sys
 from unittest import mock
 
@@ -98,10 +99,13 @@ class RunServiceTestCase(_Base):
         self.assertEqual(['nova.cmd.compute', 'nova.cmd.conductor',
                           'nova.cmd.scheduler'],
                          [c[0][0] for c in run.call_args_list])
-        for c in run.call_args_list:
+        # Each activates what its service runs: the conductor's drop-ins
+        # of 1859496, none in the scheduler.
+        expected = ([1848343, 'orphans'], [1848343, 1859496], [])
+        for c, active in zip(run.call_args_list, expected):
             self.assertEqual([], nova_fixes.active_fixes())
             c[0][1]()
-            self.assertEqual(ALL, nova_fixes.active_fixes())
+            self.assertEqual(active, nova_fixes.active_fixes())
             nova_fixes.deactivate()
 
 
@@ -223,3 +227,33 @@ class WsgiApplicationTestCase(_Base):
                             create=True):
                 app = services.api_wsgi_script()
         self.assertIs(module.init_application.return_value, app)
+
+
+class ServiceSelectionTestCase(testtools.TestCase):
+
+    def test_compute_activates_no_api_module(self):
+        """In a process where nova-compute's modules are imported,
+        activation for the compute imports nothing of the API's, and
+        activates only what the compute runs.
+        """
+        script = (
+            'import sys; import nova.cmd.compute; '
+            'import nova.compute.manager; '
+            'before = set(sys.modules); import nova_fixes; '
+            'print(nova_fixes.activate(services=["compute"])); '
+            'print(" ".join(sorted(m for m in set(sys.modules) - before '
+            'if m.startswith("nova.api") or m == "nova.compute.api")))')
+        out = subprocess.run([sys.executable, '-c', script],
+                             capture_output=True, text=True, check=True,
+                             env=dict(os.environ, PYTHONPATH=os.pathsep.join(
+                                 sys.path)))
+        activated, api_modules = (out.stdout.splitlines() + [''])[:2]
+        self.assertEqual("[1848343, 'orphans']", activated)
+        self.assertEqual('', api_modules.strip())
+
+    def test_unknown_service_is_refused(self):
+        self.addCleanup(nova_fixes.deactivate)
+        exc = self.assertRaises(nova_fixes.NovaFixesError,
+                                nova_fixes.activate, services=['cells'])
+        self.assertIn("unknown nova service 'cells'", str(exc))
+        self.assertEqual([], nova_fixes.active_fixes())

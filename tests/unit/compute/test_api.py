@@ -10,6 +10,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
+import types
 from unittest import mock
 
 from keystoneauth1 import exceptions as ks_exc
@@ -73,10 +74,21 @@ class AttemptDeleteOfBuildRequestTestCase(testtools.TestCase):
         # One lookup of the build request per delete, as nova's own.
         self.assertEqual(2, get_br.call_count)
 
+    def test_tells_local_delete_cleanup(self, get_br):
+        """The request context carries the instances whose allocations
+        this request deleted with their build requests.
+        """
+        self.context = types.SimpleNamespace()
+        self.assertTrue(self._attempt())
+        self.assertEqual({UUID},
+                         getattr(self.context, api.ALLOCATIONS_DELETED))
+
     def test_conductor_destroyed_it_meanwhile(self, get_br):
         get_br.return_value.destroy.side_effect = (
             exception.BuildRequestNotFound(uuid=UUID))
+        self.context = types.SimpleNamespace()
         self.assertFalse(self._attempt())
+        self.assertFalse(hasattr(self.context, api.ALLOCATIONS_DELETED))
         self.delete.assert_called_once_with(self.context, UUID, force=True)
         self.api._local_cleanup_bdm_volumes.assert_not_called()
 
@@ -143,3 +155,37 @@ class LocalDeleteTestCase(testtools.TestCase):
                           compute_api, mock.sentinel.ctxt, mock.Mock(),
                           None, 'delete', None)
         migrations.assert_not_called()
+
+
+class LocalDeleteCleanupTestCase(testtools.TestCase):
+
+    def setUp(self):
+        super(LocalDeleteCleanupTestCase, self).setUp()
+        self.api = mock.Mock()
+        self.original = self.api._local_delete_cleanup_with_allocations
+        self.context = types.SimpleNamespace()
+
+    def test_nova_original_unless_this_request_deleted_them(self):
+        api._local_delete_cleanup(self.api, self.context, UUID)
+        self.original.assert_called_once_with(self.context, UUID)
+        self.api._update_queued_for_deletion.assert_not_called()
+
+    def test_no_second_delete_of_the_allocations(self):
+        setattr(self.context, api.ALLOCATIONS_DELETED, {UUID})
+        api._local_delete_cleanup(self.api, self.context, UUID)
+        self.original.assert_not_called()
+        self.api.placementclient.delete_allocation_for_instance.\
+            assert_not_called()
+        self.api._update_queued_for_deletion.assert_called_once_with(
+            self.context, UUID, True)
+        # Another instance deleted by the same request is nova's.
+        api._local_delete_cleanup(self.api, self.context, 'other')
+        self.original.assert_called_once_with(self.context, 'other')
+
+    def test_missing_mapping_is_logged(self):
+        setattr(self.context, api.ALLOCATIONS_DELETED, {UUID})
+        self.api._update_queued_for_deletion.side_effect = (
+            exception.InstanceMappingNotFound(uuid=UUID))
+        with mock.patch.object(api, 'LOG') as log:
+            api._local_delete_cleanup(self.api, self.context, UUID)
+        log.info.assert_called_once()

@@ -18,6 +18,7 @@ from unittest import mock
 from nova.compute import power_state
 from nova.compute import task_states
 import nova.conf
+from nova import exception
 from nova import objects
 from oslo_config import fixture as config_fixture
 from oslo_utils.fixture import uuidsentinel as uuids
@@ -29,9 +30,9 @@ from nova_fixes.nova.compute import manager
 CONF = nova.conf.CONF
 
 
-def _record(uuid, host, deleted=False, task_state=None):
+def _record(uuid, host, deleted=False, task_state=None, hidden=False):
     return mock.Mock(uuid=uuid, host=host, deleted=deleted,
-                     task_state=task_state)
+                     task_state=task_state, hidden=hidden)
 
 
 class _Base(testtools.TestCase):
@@ -43,23 +44,36 @@ class _Base(testtools.TestCase):
         self.conf = self.useFixture(config_fixture.Config(CONF))
         self.manager = mock.Mock(spec=['host', 'driver'], host='host1')
         self.context = types.SimpleNamespace(read_deleted='no')
+        self.own = []
         self.records = []
         self.migrations = []
-        for target, value in (
-                ('nova.objects.ComputeNodeList.get_all_by_host',
-                 [mock.Mock(hypervisor_hostname='node1')]),
-                ('nova.objects.MigrationList.'
-                 'get_in_progress_by_host_and_node', None),
-                ('nova.objects.InstanceList.get_by_filters', None)):
-            patcher = mock.patch(target)
+        self.mapped = []
+        for target, source in (
+                ('nova.objects.InstanceList.get_uuids_by_host',
+                 lambda *a, **k: self.own),
+                ('nova.objects.MigrationList.get_by_filters',
+                 lambda *a, **k: self.migrations),
+                ('nova.objects.InstanceList.get_by_filters',
+                 self._records),
+                ('nova.objects.InstanceMappingList.get_by_instance_uuids',
+                 lambda context, wanted: [
+                     mock.Mock(instance_uuid=u) for u in self.mapped
+                     if u in wanted]),
+                ('nova.objects.Instance.get_by_uuid', self._reread)):
+            patcher = mock.patch(target, side_effect=source)
             mocked = patcher.start()
             self.addCleanup(patcher.stop)
-            if value is not None:
-                mocked.return_value = value
             setattr(self, target.rsplit('.', 1)[1], mocked)
-        self.get_in_progress_by_host_and_node.side_effect = (
-            lambda *a: self.migrations)
-        self.get_by_filters.side_effect = lambda *a, **k: self.records
+
+    def _records(self, context, filters, **kwargs):
+        return [r for r in self.records if r.uuid in filters['uuid'] and
+                bool(r.hidden) == filters.get('hidden', False)]
+
+    def _reread(self, context, uuid, **kwargs):
+        for record in self.records:
+            if record.uuid == uuid:
+                return record
+        raise exception.InstanceNotFound(instance_id=uuid)
 
     def guests(self, *uuids):
         self.manager.driver.list_instance_uuids.return_value = list(uuids)
@@ -75,44 +89,101 @@ class ClassificationTestCase(_Base):
     def test_no_guests_no_lookup(self):
         self.guests()
         self.assertEqual({}, self._find())
+        self.get_uuids_by_host.assert_not_called()
         self.get_by_filters.assert_not_called()
+
+    def test_only_own_guests_one_lookup(self):
+        self.guests(uuids.a, uuids.b)
+        self.own = [uuids.a, uuids.b, uuids.c]
+        self.assertEqual({}, self._find())
+        self.get_by_filters.assert_not_called()
+        self.get_by_instance_uuids.assert_not_called()
 
     def test_classification(self):
         self.guests(uuids.mine, uuids.unknown, uuids.foreign,
-                    uuids.deleted, uuids.moving, uuids.busy)
+                    uuids.deleted, uuids.moving, uuids.busy, uuids.hidden,
+                    uuids.shelved, uuids.mapped, uuids.moving_unknown)
+        self.own = [uuids.mine]
         self.records = [
-            _record(uuids.mine, 'host1'),
             _record(uuids.foreign, 'host2'),
             _record(uuids.deleted, 'host2', deleted=True),
             _record(uuids.moving, 'host2'),
             _record(uuids.busy, 'host2',
                     task_state=task_states.REBOOTING),
+            _record(uuids.hidden, 'host2', hidden=True),
+            _record(uuids.shelved, None),
         ]
-        self.migrations = [mock.Mock(instance_uuid=uuids.moving)]
+        self.mapped = [uuids.mapped]
+        self.migrations = [mock.Mock(instance_uuid=uuids.moving),
+                           mock.Mock(instance_uuid=uuids.moving_unknown)]
         self.assertEqual({uuids.unknown: ('unknown', None),
                           uuids.foreign: ('foreign', 'host2')},
                          self._find())
+        self.get_by_instance_uuids.assert_called_once_with(
+            self.context, sorted([uuids.mapped, uuids.unknown,
+                                  uuids.hidden]))
+
+    def test_hidden_records_are_read(self):
+        self.guests(uuids.a, uuids.b)
+        self.records = [_record(uuids.a, 'host2', hidden=True)]
+        self.assertEqual({uuids.b: ('unknown', None)}, self._find())
+        self.assertEqual(
+            [None, True],
+            [c[0][1].get('hidden') for c in
+             self.get_by_filters.call_args_list])
+
+    def test_no_candidate_no_more_lookups(self):
+        self.guests(uuids.a, uuids.b)
+        self.records = [_record(uuids.a, 'host2', deleted=True),
+                        _record(uuids.b, None)]
+        self.assertEqual({}, self._find())
+        self.assertEqual(1, self.get_by_filters.call_count)
+        objects.MigrationList.get_by_filters.assert_not_called()
+        self.get_by_instance_uuids.assert_not_called()
+
+    def test_migrations_of_this_host_in_progress(self):
+        self.guests(uuids.a)
+        self._find()
+        filters = self.get_by_filters.call_args[0][1]
+        migration_filters = (
+            objects.MigrationList.get_by_filters.call_args[0][1])
+        self.assertEqual('host1', migration_filters['host'])
+        done = ('confirmed', 'reverted', 'error', 'failed', 'completed',
+                'cancelled', 'done')
+        for status in ('finished', 'reverting', 'running', 'accepted'):
+            self.assertIn(status, migration_filters['status'])
+        self.assertEqual(set(), set(done) & set(migration_filters['status']))
+        self.assertEqual([uuids.a], filters['uuid'])
 
     def test_constant_round_trips(self):
         self.guests(*['%032x' % i for i in range(500)])
-        self.assertEqual(500, len(self._find()))
-        self.assertEqual(1, self.get_by_filters.call_count)
-        self.assertEqual(1, self.get_all_by_host.call_count)
-        self.assertEqual(1,
-                         self.get_in_progress_by_host_and_node.call_count)
+        self.own = ['%032x' % i for i in range(250)]
+        self.assertEqual(250, len(self._find()))
+        self.assertEqual(1, self.get_uuids_by_host.call_count)
+        self.assertEqual(2, self.get_by_filters.call_count)
+        self.assertEqual(1, objects.MigrationList.get_by_filters.call_count)
+        self.assertEqual(1, self.get_by_instance_uuids.call_count)
         filters = self.get_by_filters.call_args[0][1]
-        self.assertEqual(500, len(filters['uuid']))
+        self.assertEqual(250, len(filters['uuid']))
 
     def test_deleted_records_are_read(self):
         self.guests(uuids.a)
 
         def read(context, filters, **kwargs):
             self.assertEqual('yes', context.read_deleted)
+            self.assertEqual([], kwargs['expected_attrs'])
             return []
 
         self.get_by_filters.side_effect = read
         self._find()
         self.assertEqual('no', self.context.read_deleted)
+
+    def test_api_database_unreadable_decides_no_unknown(self):
+        self.guests(uuids.unknown, uuids.foreign)
+        self.records = [_record(uuids.foreign, 'host2')]
+        self.get_by_instance_uuids.side_effect = Exception('no API DB')
+        self.assertEqual({uuids.foreign: ('foreign', 'host2')},
+                         self._find())
 
     def test_ignored(self):
         self.conf.config(ignore_uuids=[uuids.a.upper()],
@@ -158,6 +229,25 @@ class TaskTestCase(_Base):
         self.manager.driver.destroy.assert_called_once_with(
             self.context, self.records[0], network_info=[],
             block_device_info=None, destroy_disks=False)
+        # The full record (with its flavor) is read for this guest alone.
+        self.get_by_uuid.assert_called_once_with(
+            self.context, uuids.a, expected_attrs=['flavor'])
+
+    def test_record_changed_before_the_action(self):
+        self.conf.config(action='reap', grace_period=0,
+                         group='orphan_instances')
+        self.guests(uuids.a, uuids.b)
+        self.records = [_record(uuids.a, 'host2'), _record(uuids.b, 'host2')]
+        moved = _record(uuids.a, 'host1')
+        self.get_by_uuid.side_effect = [
+            moved, exception.InstanceNotFound(instance_id=uuids.b)]
+        with mock.patch.object(manager, 'LOG') as log:
+            self._run()
+        self.manager.driver.destroy.assert_not_called()
+        outcomes = [c[0][-1] for c in log.warning.call_args_list]
+        self.assertIn('none (its record changed meanwhile: not an orphan)',
+                      outcomes)
+        self.assertIn('none (its record was deleted meanwhile)', outcomes)
 
     def test_lookup_failure_decides_nothing(self):
         self.conf.config(action='reap', grace_period=0,

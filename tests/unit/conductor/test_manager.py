@@ -210,3 +210,40 @@ class BuryInCell0TestCase(testtools.TestCase):
         self.assertRaises(ValueError, self._bury,
                           instances=[mock.Mock(uuid='a')])
         mappings.assert_not_called()
+
+
+class DeleteBuildRequestTestCase(testtools.TestCase):
+
+    def setUp(self):
+        super(DeleteBuildRequestTestCase, self).setUp()
+        self.conductor = mock.Mock()
+        self.original = self.conductor._destroy_built_instance
+        self.delete = self.conductor.report_client.\
+            delete_allocation_for_instance
+        self.instance = mock.Mock(uuid='a')
+        self.args = [mock.sentinel.context, mock.sentinel.build_request,
+                     self.instance, mock.sentinel.cell, mock.sentinel.bdms,
+                     mock.sentinel.tags]
+
+    def _delete_build_request(self):
+        return manager._delete_build_request(self.conductor, *self.args)
+
+    def test_deleted_build_request(self):
+        self.original.return_value = True
+        self.assertTrue(self._delete_build_request())
+        self.original.assert_called_once_with(*self.args)
+        self.delete.assert_not_called()
+
+    def test_gone_deletes_the_claim(self):
+        self.original.return_value = False
+        self.assertFalse(self._delete_build_request())
+        self.delete.assert_called_once_with(mock.sentinel.context, 'a',
+                                            force=True)
+
+    def test_failed_delete_is_logged(self):
+        self.original.return_value = False
+        self.delete.side_effect = exception.AllocationDeleteFailed(
+            consumer_uuid='a', error='boom')
+        with mock.patch.object(manager, 'LOG') as log:
+            self.assertFalse(self._delete_build_request())
+        log.exception.assert_called_once()

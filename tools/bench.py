@@ -1,0 +1,496 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Benchmark: what the fixes cost, side by side with vanilla nova.
+
+Prints one table. Each row is measured twice in the same process, on
+nova's functional fixtures (cell databases in SQLite, placement in
+process, the fake virt driver):
+
+* scan rows: one run of the orphan instances task (nova-fixes column)
+  against nova's own _cleanup_running_deleted_instances with
+  running_deleted_instance_action=log (vanilla column), on the same host
+  holding N guests: N - 15 with a live record of this host (a real row
+  with its flavor, metadata and system metadata), 5 whose record is
+  deleted, 5 whose record names another host, 5 with no record at all.
+  Each task must report exactly its own guests (the deleted ones; the
+  foreign and unknown ones), or the benchmark fails. CPU seconds of the
+  calling thread, median of --repeat runs, the two tasks alternating
+  which one runs first.
+* operation rows: one server operation through the API, on vanilla nova
+  and with every drop-in activated: placement requests and database
+  statements from the API call until the operation has settled (the
+  test's own polling of the API is not counted).
+
+Statements are the SELECT/INSERT/UPDATE/DELETE sent to the databases
+(SQLite's BEGIN, SAVEPOINT and the like are not). Placement requests are
+those of nova's report client.
+
+Usage: python tools/bench.py [--repeat N] [--guests N [N ...]]
+"""
+
+import argparse
+import collections
+import datetime
+import logging
+import os
+import statistics
+import sys
+import threading
+import time
+import unittest
+
+os.environ['NOVA_FIXES_MODE'] = 'vanilla'  # the benchmark activates itself
+
+import fixtures  # noqa: E402
+from nova.compute import power_state  # noqa: E402
+from nova import context as nova_context  # noqa: E402
+from nova.db.api import api as api_db_api  # noqa: E402
+from nova.db.api import models as api_models  # noqa: E402
+from nova.db.main import api as db_api  # noqa: E402
+from nova.db.main import models  # noqa: E402
+from nova.scheduler.client import report  # noqa: E402
+from nova.virt import fake  # noqa: E402
+from oslo_utils import uuidutils  # noqa: E402
+import sqlalchemy as sa  # noqa: E402
+from sqlalchemy import event  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))))
+
+import nova_fixes  # noqa: E402
+from nova_fixes.nova.compute import manager as fixes_manager  # noqa: E402
+from tests.functional import test_orphan_instances  # noqa: E402
+
+ARGS = None
+ROWS = []
+CALLS = []
+SPECIAL = 5  # deleted, foreign and unknown guests of each scan
+TIMEOUT = 120  # seconds an operation may take on a busy machine
+_VERBS = ('SELECT', 'INSERT', 'UPDATE', 'DELETE')
+
+
+class Counter(object):
+    """Database statements and placement requests in a window.
+
+    Work done by the test's own thread is counted only until mute() (the
+    API call that starts an operation); after it, that thread only polls.
+    A scan counts its own thread only.
+    """
+
+    def __init__(self):
+        self.statements = 0
+        self.requests = 0
+        self.on = False
+        self.main = threading.get_ident()
+        self.main_counts = True
+
+    def counts(self):
+        if not self.on:
+            return False
+        if threading.get_ident() == self.main:
+            return self.main_counts
+        return not self.only_main
+
+    def statement(self, conn, cursor, statement, *args):
+        if self.counts() and statement.lstrip()[:6].upper() in _VERBS:
+            self.statements += 1
+
+    def start(self, only_main=False):
+        self.statements = self.requests = 0
+        self.calls = []
+        self.main_counts = True
+        self.only_main = only_main
+        self.on = True
+
+    def mute(self):
+        self.main_counts = False
+
+    def stop(self):
+        self.on = False
+        return self.requests, self.statements
+
+
+class _Records(logging.Handler):
+    """The guests each task reported, from its log lines."""
+
+    def __init__(self):
+        super(_Records, self).__init__(logging.WARNING)
+        self.lines = []
+
+    def emit(self, record):
+        instance = getattr(record, 'instance', None)
+        uuid = (instance.get('uuid') if isinstance(instance, dict) else
+                getattr(instance, 'uuid', None))
+        self.lines.append('%s %s' % (record.getMessage(), uuid))
+
+
+class Benchmark(test_orphan_instances._OrphanTestBase):
+
+    def setUp(self):
+        super(Benchmark, self).setUp()
+        self.counter = Counter()
+        event.listen(sa.engine.Engine, 'before_cursor_execute',
+                     self.counter.statement)
+        self.addCleanup(event.remove, sa.engine.Engine,
+                        'before_cursor_execute', self.counter.statement)
+        for verb in ('get', 'put', 'post', 'delete'):
+            self.useFixture(fixtures.MonkeyPatch(
+                'nova.scheduler.client.report.SchedulerReportClient.' + verb,
+                self._counted(getattr(report.SchedulerReportClient, verb))))
+        self.addCleanup(nova_fixes.deactivate)
+
+    def _counted(self, method):
+        counter = self.counter
+
+        def request(client, url, *args, **kwargs):
+            if counter.counts():
+                counter.requests += 1
+                counter.calls.append('%s %s' % (method.__name__.upper(),
+                                                url.split('?')[0]))
+            return method(client, url, *args, **kwargs)
+        return request
+
+    # -- scans ---------------------------------------------------------
+
+    def _cell_context(self, host='host1'):
+        ctxt = nova_context.get_admin_context()
+        return nova_context.target_cell(
+            ctxt, self.host_mappings[host].cell_mapping)
+
+    def _rows_of(self, cctxt, uuid):
+        rows = {}
+        with db_api.get_context_manager(cctxt).reader.using(cctxt):
+            for model in (models.Instance, models.InstanceExtra,
+                          models.InstanceMetadata,
+                          models.InstanceSystemMetadata):
+                table = model.__table__
+                key = (table.c.uuid if model is models.Instance
+                       else table.c.instance_uuid)
+                rows[table] = [dict(row._mapping) for row in
+                               cctxt.session.execute(
+                                   sa.select(table).where(key == uuid))]
+        return rows
+
+    def _populate(self, size):
+        """N guests on host1's hypervisor and their rows in cell1."""
+        server = self._create_server(host='host1', networks='none')
+        self.api.post_server_metadata(server['id'], {'owner': 'bench',
+                                                     'tier': 'web'})
+        driver = self._driver('host1')
+        driver.instances.clear()
+        guests = collections.defaultdict(list)
+        with self._cell_context() as cctxt:
+            template = self._rows_of(cctxt, server['id'])
+            with db_api.get_context_manager(cctxt).writer.using(cctxt):
+                next_id = cctxt.session.execute(
+                    sa.select(sa.func.max(models.Instance.id))).scalar()
+                batch = collections.defaultdict(list)
+                old = datetime.datetime(2026, 1, 1)
+                for i in range(size):
+                    kind = ('unknown' if i < SPECIAL else
+                            'deleted' if i < 2 * SPECIAL else
+                            'foreign' if i < 3 * SPECIAL else 'own')
+                    uuid = uuidutils.generate_uuid()
+                    guests[kind].append(uuid)
+                    driver.instances[uuid] = fake.FakeInstance(
+                        'guest-%d' % i, power_state.RUNNING, uuid)
+                    if kind == 'unknown':
+                        continue
+                    next_id += 1
+                    for table, rows in template.items():
+                        for row in rows:
+                            row = dict(row)
+                            row.pop('id', None)
+                            if table is models.Instance.__table__:
+                                row.update(id=next_id, uuid=uuid,
+                                           display_name='guest-%d' % i)
+                                if kind == 'deleted':
+                                    row.update(deleted=next_id,
+                                               deleted_at=old,
+                                               vm_state='deleted')
+                                elif kind == 'foreign':
+                                    row.update(host='host2', node='host2')
+                            else:
+                                row['instance_uuid'] = uuid
+                            batch[table].append(row)
+                for table, rows in batch.items():
+                    for start in range(0, len(rows), 2000):
+                        cctxt.session.execute(sa.insert(table),
+                                              rows[start:start + 2000])
+        # Their instance mappings in the API database, as nova keeps them.
+        cell_id = self.host_mappings['host1'].cell_mapping.id
+        mappings = [dict(instance_uuid=uuid, cell_id=cell_id,
+                         project_id=server['tenant_id'],
+                         user_id=server['user_id'],
+                         queued_for_delete=(kind == 'deleted'))
+                    for kind in ('own', 'deleted', 'foreign')
+                    for uuid in guests[kind]]
+        ctxt = nova_context.get_admin_context()
+        with api_db_api.context_manager.writer.using(ctxt):
+            table = api_models.InstanceMapping.__table__
+            for start in range(0, len(mappings), 2000):
+                ctxt.session.execute(sa.insert(table),
+                                     mappings[start:start + 2000])
+        return guests
+
+    def _scan(self, run):
+        manager = self.computes['host1'].manager
+        records = _Records()
+        logging.getLogger().addHandler(records)
+        try:
+            with self._cell_context() as cctxt:
+                # A scan runs in the calling thread: what other threads do
+                # meanwhile (service heartbeats) is not the scan's.
+                self.counter.start(only_main=True)
+                start = time.process_time()
+                run(manager, cctxt)
+                cpu = time.process_time() - start
+                requests, statements = self.counter.stop()
+        finally:
+            logging.getLogger().removeHandler(records)
+        return cpu, requests, statements, records.lines
+
+    @staticmethod
+    def _nova_task(manager, context):
+        manager._cleanup_running_deleted_instances(context)
+
+    @staticmethod
+    def _orphan_task(manager, context):
+        fixes_manager._cleanup_orphan_instances(manager, context)
+
+    def _reported(self, lines, guests, kinds):
+        found = set(uuid for kind in guests for uuid in guests[kind]
+                    if any(uuid in line for line in lines))
+        expected = set(uuid for kind in kinds for uuid in guests[kind])
+        self.assertEqual(expected, found, 'the task reported %s'
+                         % sorted(kind for kind in guests
+                                  if found & set(guests[kind])))
+
+    def _bench_scan(self, size):
+        guests = self._populate(size)
+        results = {'nova': [], 'orphan': []}
+        for i in range(ARGS.repeat):
+            order = ('nova', 'orphan') if i % 2 == 0 else ('orphan', 'nova')
+            for name in order:
+                run = self._nova_task if name == 'nova' else self._orphan_task
+                cpu, requests, statements, lines = self._scan(run)
+                self._reported(lines, guests,
+                               ['deleted'] if name == 'nova'
+                               else ['foreign', 'unknown'])
+                results[name].append((cpu, requests, statements))
+        nova = results['nova']
+        orphan = results['orphan']
+        ROWS.append((
+            'scan, %d guests (CPU s)' % size,
+            statistics.median(r[0] for r in nova),
+            statistics.median(r[0] for r in orphan),
+            (nova[0][1], orphan[0][1]),
+            (sorted(set(r[2] for r in nova)),
+             sorted(set(r[2] for r in orphan)))))
+
+    def test_scans(self):
+        # Each size clones a server of its own into its rows.
+        self.flags(instances=-1, cores=-1, ram=-1, group='quota')
+        self.flags(action='log', group='orphan_instances')
+        self.flags(running_deleted_instance_action='log',
+                   running_deleted_instance_timeout=0)
+        for size in ARGS.guests:
+            self._bench_scan(size)
+
+    # -- operations ----------------------------------------------------
+
+    def _measured(self, action, settled):
+        self.notifier.reset()
+        self.counter.start()
+        action()
+        self.counter.mute()
+        settled()
+        counts = self.counter.stop()
+        CALLS.append(list(self.counter.calls))
+        return counts
+
+    def _mode(self, fixed):
+        nova_fixes.deactivate()
+        if fixed:
+            nova_fixes.activate()
+
+    def _op_migrate(self, flavor=None):
+        server = self._create_server(host='host1', networks='none')
+        body = ({'resize': {'flavorRef': flavor}} if flavor
+                else {'migrate': None})
+        result = self._measured(
+            lambda: self.api.post_server_action(server['id'], body),
+            lambda: self.notifier.wait_for_versioned_notifications(
+                'instance.resize_finish.end', timeout=TIMEOUT))
+        self._wait_for_state_change(server, 'VERIFY_RESIZE')
+        return self._done(server, result)
+
+    def _op_resize(self):
+        return self._op_migrate(flavor=self.api.get_flavors()[1]['id'])
+
+    def _op_revert(self):
+        server = self._create_server(host='host1', networks='none')
+        server = self._resize_server(server,
+                                     self.api.get_flavors()[1]['id'])
+        result = self._measured(
+            lambda: self.api.post_server_action(server['id'],
+                                                {'revertResize': None}),
+            lambda: self.notifier.wait_for_versioned_notifications(
+                'instance.resize_revert.end', timeout=TIMEOUT))
+        self._wait_for_state_change(server, 'ACTIVE')
+        return self._done(server, result)
+
+    def _op_live_migration(self):
+        server = self._create_server(host='host1', networks='none')
+
+        def settled():
+            self._wait_for_migration_status(server, ['completed'])
+            self.notifier.wait_for_versioned_notifications(
+                'instance.live_migration_post.end', timeout=TIMEOUT)
+        return self._done(server, self._measured(
+            lambda: self.api.post_server_action(server['id'], {
+                'os-migrateLive': {'host': 'host2',
+                                   'block_migration': 'auto'}}),
+            settled))
+
+    def _done(self, server, result):
+        """Delete the server, so that the next run finds the hosts and
+        providers as this one did.
+        """
+        self.delete_server_and_wait(server)
+        self.notifier.wait_for_versioned_notifications(
+                'instance.delete.end', timeout=TIMEOUT)
+        return result
+
+    def _op_delete(self):
+        server = self._create_server(host='host1', networks='none')
+        return self._measured(
+            lambda: self.api.delete_server(server['id']),
+            lambda: self.notifier.wait_for_versioned_notifications(
+                'instance.delete.end', timeout=TIMEOUT))
+
+    def _op_build_delete(self):
+        """Delete a server whose build holds a claim but has not reached
+        a cell (the conductor is held right after the scheduler's claim).
+        """
+        from nova.conductor import manager as conductor_manager
+        held, release = threading.Event(), threading.Event()
+        self.addCleanup(release.set)
+        original = conductor_manager.ComputeTaskManager._schedule_instances
+
+        def schedule(*args, **kwargs):
+            result = original(*args, **kwargs)
+            held.set()
+            release.wait()
+            return result
+
+        patch = fixtures.MonkeyPatch(
+            'nova.conductor.manager.ComputeTaskManager._schedule_instances',
+            schedule)
+        with patch:
+            server = self._create_server(host='host1', networks='none',
+                                         expected_state='BUILD')
+            self.assertTrue(held.wait(30))
+            result = self._measured(
+                lambda: self.api.delete_server(server['id']), lambda: None)
+            release.set()
+        return result
+
+    def test_operations(self):
+        operations = (('migrate', self._op_migrate),
+                      ('resize', self._op_resize),
+                      ('revert resize', self._op_revert),
+                      ('live migration', self._op_live_migration),
+                      ('delete', self._op_delete),
+                      ('delete in BUILD', self._op_build_delete))
+        for name, op in operations:
+            counts = {False: [], True: []}
+            for i in range(ARGS.op_repeat):
+                for fixed in ((False, True) if i % 2 == 0
+                              else (True, False)):
+                    self._mode(fixed)
+                    counts[fixed].append(op())
+            nova_fixes.deactivate()
+            median = {fixed: (statistics.median(c[0] for c in runs),
+                              statistics.median(c[1] for c in runs))
+                      for fixed, runs in counts.items()}
+            ROWS.append(('%s (statements)' % name,
+                         median[False][1], median[True][1],
+                         (median[False][0], median[True][0]),
+                         (sorted(set(c[1] for c in counts[False])),
+                          sorted(set(c[1] for c in counts[True])))))
+
+
+def _figure(value):
+    return '%.3f' % value if isinstance(value, float) else '%g' % value
+
+
+def _pair(values):
+    return '%s / %s' % tuple(
+        ','.join(str(v) for v in value) if isinstance(value, list)
+        else str(value) for value in values)
+
+
+def print_table(rows):
+    header = ('operation or scan', 'vanilla', 'nova-fixes', 'ratio',
+              'requests', 'statements')
+    lines = [header]
+    for name, vanilla, fixed, requests, statements in rows:
+        ratio = '%.2f' % (fixed / vanilla) if vanilla else '-'
+        lines.append((name, _figure(vanilla), _figure(fixed), ratio,
+                      _pair(requests), _pair(statements)))
+    widths = [max(len(line[i]) for line in lines) for i in range(6)]
+    for line in lines:
+        print('  '.join(cell.ljust(width) if i == 0 else cell.rjust(width)
+                        for i, (cell, width) in
+                        enumerate(zip(line, widths))).rstrip())
+
+
+def main(argv=None):
+    global ARGS
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--repeat', type=int, default=5,
+                        help='scans per task and size (median)')
+    parser.add_argument('--op-repeat', type=int, default=3,
+                        help='runs per operation and nova (median)')
+    parser.add_argument('--guests', type=int, nargs='+',
+                        default=[1000, 10000], help='guests per scan')
+    parser.add_argument('--only', choices=('scans', 'operations'),
+                        help='one half of the benchmark')
+    ARGS = parser.parse_args(argv)
+    if min(ARGS.repeat, ARGS.op_repeat) < 1:
+        parser.error('--repeat and --op-repeat must be at least 1')
+    if min(ARGS.guests) < 3 * SPECIAL + 1:
+        parser.error('--guests must be at least %d' % (3 * SPECIAL + 1))
+    tests = [name for name in ('test_scans', 'test_operations')
+             if ARGS.only is None or name == 'test_' + ARGS.only]
+    suite = unittest.TestSuite([Benchmark(name) for name in tests])
+    result = unittest.TextTestRunner(stream=open(os.devnull, 'w')).run(
+        suite)
+    if not result.wasSuccessful():
+        for _, tb in result.errors + result.failures:
+            print(tb)
+        return 1
+    print_table(ROWS)
+    if os.environ.get('BENCH_CALLS'):
+        for calls in CALLS:
+            print(calls)
+    print('vanilla: nova %s; scans: nova\'s running-deleted task, CPU s '
+          '(median of %d); operations: DB statements. requests and '
+          'statements: vanilla / nova-fixes.'
+          % (nova_fixes.activation.nova_version(), ARGS.repeat))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
