@@ -46,7 +46,8 @@ import tempfile
 import time
 
 TREE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, TREE)
+# tools/run_series.py imports its neighbours as top-level modules.
+sys.path[:0] = [TREE, os.path.join(TREE, 'tools')]
 
 from nova_fixes import activation  # noqa: E402
 from nova_fixes.export import patch  # noqa: E402
@@ -103,6 +104,15 @@ def api_paste():
                                                      result.stderr).strip())
         subprocess.run(['dpkg-deb', '-x', debs[0], where], check=True)
     return found
+
+
+def stestr_repository(tree):
+    """Debian's stestr (3.2.1) lists tests only in a tree that has a
+    repository (newer ones do without): create an empty one if missing.
+    """
+    if not os.path.isdir(os.path.join(tree, '.stestr')):
+        subprocess.run([sys.executable, '-m', 'stestr', 'init'], cwd=tree,
+                       check=True, capture_output=True)
 
 
 def apply_patches(nova_tree):
@@ -162,6 +172,8 @@ def main():
                                  rows, fixed_label=label)
         add((len(rows) - len(bad), len(bad), 0))
 
+    stestr_repository(TREE)
+
     # 0. nova-fixes' unit tests on the packaged nova.
     add(recreate.count("nova-fixes' unit tests on Debian's nova",
                        suite(tree=TREE, mode='dropin', test_path='tests/unit',
@@ -189,6 +201,7 @@ def main():
         os.makedirs(os.path.join(nova_tree, 'etc', 'nova'))
         shutil.copy(paste, os.path.join(nova_tree, 'etc', 'nova',
                                         'api-paste.ini'))
+        stestr_repository(nova_tree)
         try:
             names = apply_patches(nova_tree)
         except Refused as e:
