@@ -26,7 +26,10 @@ import sys
 
 def _cell(row):
     kind = row.get('kind')
-    if kind == 'fix itself':
+    if row['vanilla'] == 'not run':
+        # The series ran its patched side only (run_series --no-vanilla).
+        text = '.'
+    elif kind == 'fix itself':
         text = 'n/a'
     elif kind == 'out of reach':
         text = 'leak' if row['vanilla'] == 'leak shown' else row['vanilla']
@@ -66,7 +69,8 @@ def main(paths):
     print('R: vanilla nova of the series recreates the bug; R*: a bug nova '
           'fixed upstream, recreated with the fixing commit taken out; ok: '
           'no-regression case passing on vanilla; n/a: tests what the fix '
-          'adds; leak: out of reach, the test shows the leak. +: passes '
+          'adds; leak: out of reach, the test shows the leak; .: vanilla not '
+          'run for the series in CI. +: passes '
           'on the series with its patches applied; !: fails there.')
     return 0
 

@@ -376,10 +376,12 @@ def run_without_upstream_fixes(tree, test_ids, concurrency=None,
 
 
 def build_rows(tree, vanilla, fixed, without=None, fixed_mode=FIXED_MODE,
-               kinds=None):
+               kinds=None, vanilla_ran=True):
     """One row per scenario. ``without``: results of the tests of bugs
     fixed upstream on vanilla nova without the fixing commit; ``kinds``:
-    {test id: kind}, read from the test classes when not given.
+    {test id: kind}, read from the test classes when not given;
+    ``vanilla_ran``: False when only the fixed side ran (its rows say so
+    and are judged on the fixed side alone).
     """
     without = without or {}
     kinds = kinds or {}
@@ -390,14 +392,19 @@ def build_rows(tree, vanilla, fixed, without=None, fixed_mode=FIXED_MODE,
                         without.get(test_id))
         want_van = expectation(kind, 'vanilla', (), test_id)
         want_fxd = expectation(kind, fixed_mode, (), test_id)
-        ok = meets(want_van, van) and meets(want_fxd, fxd)
+        ok = meets(want_fxd, fxd) and (not vanilla_ran or
+                                       meets(want_van, van))
         upstream = fixed_upstream(test_id)
-        if kind == FIXED_UPSTREAM:
+        if not vanilla_ran:
+            without_text = ''
+        elif kind == FIXED_UPSTREAM:
             ok = ok and meets('recreated', wo)
             without_text = _cell(wo, 'recreated')
         else:
             without_text = ''
-        if kind == FIX_ITSELF:
+        if not vanilla_ran:
+            vanilla_text = 'not run'
+        elif kind == FIX_ITSELF:
             vanilla_text = 'n/a'
         elif kind == OUT_OF_REACH:
             vanilla_text = 'leak shown' if meets('pass', van) else _cell(

@@ -84,6 +84,17 @@ class BuildRowsTestCase(testtools.TestCase):
         row = self._row(DELETED, _leak(), _leak())
         self.assertEqual(('FAIL', False), (row['fixed'], row['ok']))
 
+    def test_fixed_side_alone(self):
+        """A run of the patched side only is judged on that side."""
+        rows = recreate.build_rows('.', {}, {DELETED: _pass()},
+                                   vanilla_ran=False)
+        self.assertEqual(('not run', 'PASS', True),
+                         (rows[0]['vanilla'], rows[0]['fixed'],
+                          rows[0]['ok']))
+        rows = recreate.build_rows('.', {}, {DELETED: _leak()},
+                                   vanilla_ran=False)
+        self.assertEqual(('FAIL', False), (rows[0]['fixed'], rows[0]['ok']))
+
     def test_missing_fixed_result(self):
         rows = recreate.build_rows('.', {DELETED: _leak()}, {})
         self.assertEqual(('FAIL', False), (rows[0]['fixed'], rows[0]['ok']))
