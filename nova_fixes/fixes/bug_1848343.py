@@ -231,6 +231,18 @@ FIX = registry.Fix(
             'test_migration_task_rollback',
             'test_live_migration_task_rollback',
             'test_migrate_on_compute_fail',
+        )) + tuple(
+        # Each ends, after deleting the server, by asserting that the
+        # migration's allocations on the source are leaked ("NOTE(gibi):
+        # Nova leaks the allocation held by the migration_uuid even after
+        # the instance is deleted"): the delete paths now remove them.
+        'nova.tests.functional.test_servers.'
+        'ConsumerGenerationConflictTest.%s' % name for name in (
+            'test_confirm_migrate_delete_alloc_on_source_fails',
+            'test_revert_migrate_delete_dest_allocation_fails_due_to_'
+            'conflict',
+            'test_revert_resize_same_host_delete_dest_fails_due_to_conflict',
+            'test_live_migrate_drop_allocation_on_source_fails',
         )),
     notes=('bug-1848343-revert-allocations-deleted-server-'
            '5c1e0d7a2b9f4e61.yaml',

@@ -32,10 +32,13 @@ the assertion it makes under a FIXME, which asserts the very leak of bug
 1848343: see EXPECTED_FLIPS.
 """
 
+import ast
 import functools
 import importlib
+import inspect
 import os
 import sys
+import textwrap
 import traceback
 
 from testtools import content
@@ -154,10 +157,13 @@ SELECTION = (
     _R + '2153425',  # NUMA live migration allocation ratio (libvirt)
 )
 
-#: Tests of nova that assert the leak of bug 1848343 under a FIXME (in
+#: Tests of nova that assert a leak the fixes close: each fix's nova_flips.
+#: test_bug_1848343's assert it under a FIXME (in
 #: DeletedServerAllocationRevertTest._assert_no_allocations, the source
-#: host must still have the deleted server's allocations): each fix's
-#: nova_flips. With the fixes that assertion must fail; see _expect_flip.
+#: host must still have the deleted server's allocations); others by their
+#: last statement, after deleting the server (test_servers'
+#: ConsumerGenerationConflictTest: the migration's allocations are left).
+#: With the fixes that assertion must fail; see _expect_flip.
 EXPECTED_FLIPS = frozenset(test for fix in nova_fixes.FIXES
                            for test in fix.nova_flips)
 #: The frame that makes the FIXME assertion, and the call it makes.
@@ -181,20 +187,38 @@ def import_selection():
             for module in sorted({_split(e)[0] for e in SELECTION})}
 
 
-def _is_flip(tb):
-    """Whether a traceback is the FIXME assertion of test_bug_1848343.
+def _is_flip(tb, test):
+    """Whether a traceback is the leak assertion ``test`` is expected to
+    fail on; returns the server the assertion was about, or None.
 
-    That is: raised inside _assert_no_allocations of test_bug_1848343, by
-    its call to assertFlavorMatchesAllocation.
+    In test_bug_1848343: raised inside its _assert_no_allocations, by the
+    call to assertFlavorMatchesAllocation under the FIXME. Elsewhere: raised
+    by the last statement of the test method itself (its assertion of the
+    leak once the server is deleted).
     """
-    frames = [frame for frame, _ in traceback.walk_tb(tb)]
-    for caller, callee in zip(frames, frames[1:]):
-        name, filename = FLIP_FRAME
-        if (caller.f_code.co_name == name and
-                os.path.basename(caller.f_code.co_filename) == filename and
-                callee.f_code.co_name == FLIP_CALL):
-            return caller.f_locals.get('server')
+    frames = [(frame, lineno) for frame, lineno in traceback.walk_tb(tb)]
+    if '.test_bug_1848343.' in test.id():
+        for (caller, _), (callee, _) in zip(frames, frames[1:]):
+            name, filename = FLIP_FRAME
+            if (caller.f_code.co_name == name and
+                    os.path.basename(caller.f_code.co_filename) ==
+                    filename and callee.f_code.co_name == FLIP_CALL):
+                return caller.f_locals.get('server')
+        return None
+    method = getattr(type(test), test._testMethodName)
+    last = _last_statement(method)
+    for frame, lineno in frames:
+        if (frame.f_code is method.__code__ and
+                last[0] <= lineno <= last[1]):
+            return frame.f_locals.get('server')
     return None
+
+
+def _last_statement(function):
+    """(first line, last line) of a function's last statement."""
+    lines, start = inspect.getsourcelines(function)
+    node = ast.parse(textwrap.dedent(''.join(lines))).body[0].body[-1]
+    return start + node.lineno - 1, start + node.end_lineno - 1
 
 
 def _expect_flip(test):
@@ -211,18 +235,16 @@ def _expect_flip(test):
         try:
             method()
         except AssertionError:
-            server = _is_flip(sys.exc_info()[2])
+            server = _is_flip(sys.exc_info()[2], test)
             if server is None:
                 raise
             test.addDetail('nova-fixes-flip', content.text_content(
-                'Recognised flip: the FIXME assertion of bug 1848343 in '
-                '_assert_no_allocations failed, as it must with the fix '
-                'active:\n' + traceback.format_exc()))
+                'Recognised flip: the assertion of the leak failed, as it '
+                'must with the fix active:\n' + traceback.format_exc()))
         else:
-            test.fail('The FIXME assertion of bug 1848343 in '
-                      '_assert_no_allocations (the source host keeps the '
-                      'deleted server\'s allocations) was expected to flip '
-                      'with the fix active, but the test passed.')
+            test.fail('The assertion of the leak (the deleted server\'s '
+                      'allocations are kept) was expected to flip with the '
+                      'fix active, but the test passed.')
         for rp in test._get_all_providers():
             test.assertEqual(
                 {}, test._get_allocations_by_provider_uuid(rp['uuid']),
