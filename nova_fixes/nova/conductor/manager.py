@@ -103,17 +103,8 @@ def _bury_in_cell0(self, context, request_spec, exc,
 
 def _mapped_to_cell0(context, uuids):
     """UUIDs of the instances whose instance mapping names cell0."""
-    if not uuids:
-        return set()
-    try:
-        mappings = objects.InstanceMappingList.get_by_instance_uuids(
-            context, uuids)
-    except Exception:
-        LOG.exception('Unable to read the instance mappings of '
-                      'instances %s; their allocations are kept.',
-                      ', '.join(uuids))
-        return set()
-    return {mapping.instance_uuid for mapping in mappings
+    return {mapping.instance_uuid
+            for mapping in _instance_mappings(context, uuids)
             if mapping.cell_mapping is not None and
             mapping.cell_mapping.uuid == objects.CellMapping.CELL0_UUID}
 
@@ -121,17 +112,24 @@ def _mapped_to_cell0(context, uuids):
 def _never_mapped(context, instances):
     """UUIDs of the instances whose instance mapping has no cell yet."""
     uuids = [instance.uuid for instance in instances if instance is not None]
+    return {mapping.instance_uuid
+            for mapping in _instance_mappings(context, uuids)
+            if mapping.cell_mapping is None}
+
+
+def _instance_mappings(context, uuids):
+    """The instance mappings of these instances; none if unreadable (the
+    caller then keeps their allocations).
+    """
     if not uuids:
-        return set()
+        return []
     try:
-        mappings = objects.InstanceMappingList.get_by_instance_uuids(
+        return objects.InstanceMappingList.get_by_instance_uuids(
             context, uuids)
     except Exception:
         LOG.exception('Unable to read the instance mappings of instances %s; '
                       'their allocations are kept.', ', '.join(uuids))
-        return set()
-    return {mapping.instance_uuid for mapping in mappings
-            if mapping.cell_mapping is None}
+        return []
 
 
 def _delete_allocations(reportclient, context, instance):
