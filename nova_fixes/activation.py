@@ -166,6 +166,13 @@ def activate(bugs=None, services=None):
                     if (fix.bug, target) not in _active_targets and
                     wanted.intersection(target.services)]
         if not selected:
+            if services is not None and not any(
+                    wanted.intersection(target.services)
+                    for fix in _select(bugs)
+                    for target in registry.targets_of(fix, series)):
+                LOG.info('nova-fixes: no fix has code that runs in %s on '
+                         'nova %s; nothing to activate',
+                         ', '.join(sorted(wanted)), series)
             return []
         recorded = fingerprint.recorded()
         plan = []
