@@ -60,7 +60,6 @@ SERIES = '2022.2'
 DEBIAN_NOVA = ('26.2.2', '/usr/lib/python3/dist-packages/nova')
 NOVA_COMMON_PASTE = '/usr/share/nova-common/api-paste.ini'
 #: nova's own test runs use eventlet, as nova's tox py3 env does.
-NOVA_TEST_ENV = {'OS_NOVA_DISABLE_EVENTLET_PATCHING': 'False'}
 
 
 class Refused(Exception):
@@ -218,23 +217,10 @@ def main():
                             extra_env=patched_env, progress=progress)
             report('patched', vanilla, patched, without, 'patched')
             # 4. nova's own tests on the patched tree.
-            unit, functional = run_series.touched_tests(SERIES, nova_tree)
-            runs = [('functional', functional)]
-            if not args.no_nova_unit:
-                runs.insert(0, ('unit', unit))
-            for kind, modules in runs:
-                if not modules:
-                    continue
-                results = suite(
-                    tree=nova_tree, mode='patched',
-                    test_path='nova/tests/%s' % kind,
-                    progress=recreate.Progress(label='nova %s' % kind),
-                    extra_env=dict(NOVA_TEST_ENV, **patched_env),
-                    filters=['^(%s)\\.' % '|'.join(
-                        m.replace('.', '\\.') for m in modules)])
-                add(recreate.count("nova's %s tests of the patched modules "
-                                   "(%s)" % (kind, ', '.join(modules)),
-                                   results))
+            for _kind, name, results in run_series.nova_tests(
+                    SERIES, nova_tree, patched_env, not args.no_nova_unit,
+                    suite):
+                add(recreate.count(name, results))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print('Debian 12 (%s) took %d s' % (SERIES, time.time() - start))

@@ -122,6 +122,27 @@ def touched_tests(series, tree, root=None):
     return sorted(unit), sorted(functional)
 
 
+def nova_tests(series, nova_tree, patched_env, with_unit, suite):
+    """Run nova's own tests of the modules the series' patches touch, on
+    the patched tree (the unit tests only ``with_unit``); yields (kind,
+    name, results) per suite that has tests.
+    """
+    unit, functional = touched_tests(series, nova_tree)
+    runs = [('unit', unit)] if with_unit else []
+    for kind, modules in runs + [('functional', functional)]:
+        if not modules:
+            continue
+        results = suite(
+            tree=nova_tree, mode='patched',
+            test_path='nova/tests/%s' % kind,
+            progress=recreate.Progress(label='nova %s' % kind),
+            extra_env=dict(NOVA_TEST_ENV, **patched_env),
+            filters=['^(%s)\\.' % '|'.join(m.replace('.', '\\.')
+                                           for m in modules)])
+        yield kind, ("nova's %s tests of the patched modules (%s)"
+                     % (kind, ', '.join(modules))), results
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     p.add_argument('--series',
@@ -187,23 +208,10 @@ def main():
         add((len(rows) - len(bad), len(bad), 0))
 
         # 4. nova's own tests on the patched tree.
-        unit, functional = touched_tests(series, nova_tree)
         nova_results = {}
-        runs = [('functional', functional)]
-        if not args.no_nova_unit:
-            runs.insert(0, ('unit', unit))
-        for kind, modules in runs:
-            if not modules:
-                continue
-            results = suite(
-                tree=nova_tree, mode='patched',
-                test_path='nova/tests/%s' % kind,
-                progress=recreate.Progress(label='nova %s' % kind),
-                extra_env=dict(NOVA_TEST_ENV, **patched_env),
-                filters=['^(%s)\\.' % '|'.join(m.replace('.', '\\.')
-                                               for m in modules)])
-            name = ("nova's %s tests of the patched modules (%s)"
-                    % (kind, ', '.join(modules)))
+        for kind, name, results in nova_tests(
+                series, nova_tree, patched_env, not args.no_nova_unit,
+                suite):
             add(recreate.count(name, results))
             nova_results[kind] = {t: o.status for t, o in results.items()}
     finally:
