@@ -109,6 +109,50 @@ class FixedUpstream:
 
 
 @dataclasses.dataclass(frozen=True)
+class OpenedUpstream:
+    """An upstream nova change that opened a window a test recreates.
+
+    Before it, vanilla nova does not leak in that sequence, so the test
+    passes there (the recreate report says the series predates the
+    window). ``releases``: the first release carrying the change on each
+    branch it landed on, master's first included; a nova of a later
+    major version carries it, one of an earlier major version, or of a
+    listed major version but older than that release, does not.
+    """
+    commit: str
+    title: str
+    releases: tuple
+
+    def in_nova(self, version):
+        """Whether nova ``version`` (a version string) carries it."""
+        have = _version_tuple(version)
+        firsts = sorted(_version_tuple(r) for r in self.releases)
+        for first in firsts:
+            if have[0] == first[0]:
+                return have >= first
+        return have[0] > firsts[-1][0]
+
+
+def _version_tuple(version):
+    """(major, minor, patch) of a version string; pre-release and dev
+    suffixes ('30.2.1.dev4', '26.2.2-1~deb12u5') are left out.
+    """
+    parts = []
+    for part in str(version).split('.')[:3]:
+        digits = ''
+        for char in part:
+            if not char.isdigit():
+                break
+            digits += char
+        if not digits:
+            break
+        parts.append(int(digits))
+    if not parts:
+        raise ValueError('not a nova version: %r' % (version,))
+    return tuple(parts + [0] * (3 - len(parts)))
+
+
+@dataclasses.dataclass(frozen=True)
 class NovaTest:
     """A regression test the patch adds to nova's tree, written for it
     (tests/nova_side/<source>), each of its test methods paired with the

@@ -33,6 +33,9 @@ def _cell(row):
         text = 'n/a'
     elif kind == 'out of reach':
         text = 'leak' if row['vanilla'] == 'leak shown' else row['vanilla']
+    elif kind == 'predates the window':
+        # The series' nova has not got the change that opened it.
+        text = 'pre' if row['vanilla'] == 'passes' else row['vanilla']
     elif kind == 'fixed upstream':
         # What matters is the run without the fixing commit.
         text = 'R*' if row['without'] == 'RECREATED' else 'not R*'
@@ -69,7 +72,9 @@ def main(paths):
     print('R: vanilla nova of the series recreates the bug; R*: a bug nova '
           'fixed upstream, recreated with the fixing commit taken out; ok: '
           'no-regression case passing on vanilla; n/a: tests what the fix '
-          'adds; leak: out of reach, the test shows the leak; .: vanilla not '
+          'adds; leak: out of reach, the test shows the leak; pre: passes on '
+          'vanilla, whose nova predates the upstream change that opened '
+          'the window; .: vanilla not '
           'run for the series in CI. +: passes '
           'on the series with its patches applied; !: fails there.')
     return 0

@@ -93,10 +93,14 @@ class NovaFixesTestMixin(object):
     True marks a window no fix reaches: its tests assert the leak itself
     (and its remedy), so they pass on vanilla nova and with the fixes
     alike, and the report says the leak is not fixed.
+    ``window_opened_by``: for a scenario whose window an upstream change
+    opened (a nova_fixes.registry.OpenedUpstream), vanilla nova without
+    that change must pass it, as a no-regression case.
     """
 
     recreates = True
     out_of_reach = False
+    window_opened_by = None
 
     def setUp(self):
         tests.quiet_outside_tests()

@@ -41,6 +41,8 @@ from nova.compute import manager as compute_manager
 from nova.conductor import manager as conductor_manager
 from nova.tests.functional import integrated_helpers
 
+from nova_fixes import registry
+
 from tests.functional import base
 
 TIMEOUT = 30
@@ -132,7 +134,17 @@ class LiveMigrationCompletesAfterDeleteTest(_DeletedMoveTestBase):
     3. post_live_migration_at_destination fails on the deleted instance,
        and the source's _post_live_migration never reaches the removal of
        the migration's allocations on the source node.
+
+    Before nova 31.0.0 (and 30.2.1 on stable/2024.2), the source caught
+    the failure of post_live_migration_at_destination and went on to
+    remove the migration's allocations: "Fix bug 2000069" made it raise,
+    and so opened this window. 2024.1's last release (29.4.0) and
+    Debian 12's 26.2.2 do not leak here.
     """
+
+    window_opened_by = registry.OpenedUpstream(
+        'a87b80fb39a65140c7e6c3ed87edf10b1df70be8', 'Fix bug 2000069',
+        ('30.2.1', '31.0.0'))
 
     def test_delete_before_post_live_migration_at_destination(self):
         server, source, target = self._create_server()

@@ -35,6 +35,7 @@ import threading
 import subunit
 import testtools
 
+from nova_fixes import activation
 from nova_fixes import fixes
 from tests import common
 
@@ -51,6 +52,7 @@ FIXED_UPSTREAM = 'fixed upstream'
 NO_REGRESSION = 'no-regression'
 FIX_ITSELF = 'fix itself'
 OUT_OF_REACH = 'out of reach'
+PREDATES = 'predates the window'
 
 
 class Outcome(object):
@@ -295,9 +297,10 @@ def _test_class(test_id, tree):
 
 def scenario_kind(test_id, tree):
     """What the test's class says it does on vanilla nova (its
-    ``recreates`` and ``out_of_reach`` attributes) and whether nova fixed
-    its bug: one of RECREATES, FIXED_UPSTREAM, NO_REGRESSION, FIX_ITSELF,
-    OUT_OF_REACH.
+    ``recreates``, ``out_of_reach`` and ``window_opened_by`` attributes)
+    and whether nova fixed its bug: one of RECREATES, FIXED_UPSTREAM,
+    NO_REGRESSION, FIX_ITSELF, OUT_OF_REACH, PREDATES (the installed nova
+    has not got the upstream change that opened the test's window).
     """
     cls = _test_class(test_id, tree)
     if getattr(cls, 'out_of_reach', False):
@@ -307,7 +310,17 @@ def scenario_kind(test_id, tree):
         return FIX_ITSELF
     if not recreates:
         return NO_REGRESSION
+    opened_by = getattr(cls, 'window_opened_by', None)
+    if opened_by is not None and not opened_by.in_nova(
+            activation.nova_version()):
+        return PREDATES
     return FIXED_UPSTREAM if fixed_upstream(test_id) else RECREATES
+
+
+def _opened_by(test_id, tree):
+    """[short commit, title] of the change that opened the window."""
+    change = _test_class(test_id, tree).window_opened_by
+    return [change.commit[:10], change.title]
 
 
 def scenario_kinds(tree, test_ids):
@@ -325,7 +338,7 @@ def expectation(kind, mode, without, test_id):
     if kind == RECREATES:
         fix = fix_of_test(test_id)
         return 'recreated' if fix is not None and fix.open_upstream else None
-    if kind in (NO_REGRESSION, OUT_OF_REACH):
+    if kind in (NO_REGRESSION, OUT_OF_REACH, PREDATES):
         return 'pass'
     # FIX_ITSELF: vanilla nova has not got what it tests. FIXED_UPSTREAM:
     # the run without the fixing commit is what must recreate it.
@@ -420,6 +433,8 @@ def build_rows(tree, vanilla, fixed, without=None, fixed_mode=FIXED_MODE,
             'scenario': '.'.join(test_id.rsplit('.', 2)[-2:]),
             'kind': kind,
             'upstream_fix': list(upstream) if upstream else None,
+            'opened_by': _opened_by(test_id, tree) if kind == PREDATES
+            else None,
             'vanilla': vanilla_text, 'without': without_text,
             'fixed': fixed_text, 'ok': ok,
         })
@@ -434,6 +449,8 @@ KIND_HEADINGS = {
     FIX_ITSELF: 'tests what the fix adds: n/a on vanilla nova',
     OUT_OF_REACH: 'out of reach of any fix: shows the leak on any nova, and '
                   'its remedy',
+    PREDATES: 'this nova predates the upstream change that opened the '
+              'window (%s, %s): passes on it',
 }
 
 WIDTH = 100
@@ -487,6 +504,8 @@ def format_table(rows, fixed_label='fixed', wide=False):
             text = KIND_HEADINGS[r['kind']]
             if r['kind'] == FIXED_UPSTREAM:
                 text = text % tuple(r['upstream_fix'])
+            elif r['kind'] == PREDATES:
+                text = text % tuple(r['opened_by'])
             this = '%s, %s: %s' % (r['bug'], cls, text)
             if this != heading:
                 heading = this

@@ -150,3 +150,19 @@ class FixRecordsTestCase(testtools.TestCase):
             for test in fix.nova_flips:
                 self.assertTrue(test.startswith('nova.tests.functional.'),
                                 test)
+
+
+class OpenedUpstreamTestCase(testtools.TestCase):
+
+    def test_in_nova(self):
+        change = registry.OpenedUpstream('a87b80fb39', 'Fix bug 2000069',
+                                         ('31.0.0', '30.2.1'))
+        for version, carries in (('26.2.2', False), ('29.4.0', False),
+                                 ('30.2.0', False), ('30.2.1', True),
+                                 ('30.2.1.dev4', True), ('31.0.0', True),
+                                 ('34.0.0', True)):
+            self.assertEqual(carries, change.in_nova(version), version)
+
+    def test_not_a_version(self):
+        change = registry.OpenedUpstream('a87b80fb39', 'x', ('31.0.0',))
+        self.assertRaises(ValueError, change.in_nova, 'master')

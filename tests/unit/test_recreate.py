@@ -145,6 +145,53 @@ class BuildRowsTestCase(testtools.TestCase):
         self.assertEqual(('FAIL', False), (row['fixed'], row['ok']))
 
 
+class WindowOpenedUpstreamTestCase(testtools.TestCase):
+    """A scenario whose window an upstream change opened passes on a nova
+    without that change, as a no-regression case.
+    """
+
+    LIVE_MIGRATION = (
+        'tests.functional.test_bug_1848343_deleted_moves.'
+        'LiveMigrationCompletesAfterDeleteTest.'
+        'test_delete_before_post_live_migration_at_destination')
+
+    def _kind(self, version):
+        root = os.path.dirname(os.path.dirname(os.path.dirname(
+            os.path.abspath(__file__))))
+        with mock.patch('nova_fixes.activation.nova_version',
+                        return_value=version):
+            return recreate.scenario_kind(self.LIVE_MIGRATION, root)
+
+    def test_kind_by_nova_version(self):
+        # "Fix bug 2000069" is in 31.0.0 and, on stable/2024.2, in 30.2.1.
+        for version, kind in (('26.2.2', recreate.PREDATES),
+                              ('29.4.0', recreate.PREDATES),
+                              ('30.2.0', recreate.PREDATES),
+                              ('30.2.1', recreate.RECREATES),
+                              ('30.3.0', recreate.RECREATES),
+                              ('31.0.0.0rc1', recreate.RECREATES),
+                              ('34.0.0', recreate.RECREATES)):
+            self.assertEqual(kind, self._kind(version), version)
+
+    @mock.patch.object(recreate, 'scenario_kind',
+                       return_value=recreate.PREDATES)
+    @mock.patch.object(recreate, '_opened_by',
+                       return_value=['a87b80fb39', 'Fix bug 2000069'])
+    def test_must_pass_on_vanilla(self, opened_by, kind):
+        row = recreate.build_rows('.', {DELETED: _pass()},
+                                  {DELETED: _pass()})[0]
+        self.assertEqual(('passes', 'PASS', True,
+                          ['a87b80fb39', 'Fix bug 2000069']),
+                         (row['vanilla'], row['fixed'], row['ok'],
+                          row['opened_by']))
+        row = recreate.build_rows('.', {DELETED: _leak()},
+                                  {DELETED: _pass()})[0]
+        self.assertEqual(('RECREATED', False), (row['vanilla'], row['ok']))
+        self.assertIn('predates the upstream change that opened the window '
+                      '(a87b80fb39, Fix bug 2000069)',
+                      recreate.format_table([row]).replace('\n    ', ' '))
+
+
 @mock.patch.object(recreate, 'scenario_kind', _class_kind)
 class FormatTableTestCase(testtools.TestCase):
 
