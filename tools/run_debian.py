@@ -219,7 +219,7 @@ def main():
             # 4. nova's own tests on the patched tree.
             for _kind, name, results in run_series.nova_tests(
                     SERIES, nova_tree, patched_env, not args.no_nova_unit,
-                    suite):
+                    suite, original=os.path.dirname(package)):
                 add(recreate.count(name, results))
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -37,6 +37,8 @@ tools/series_report.py.
 """
 
 import argparse
+import ast
+import difflib
 import json
 import os
 import shutil
@@ -87,12 +89,50 @@ def _test_id(path):
         path.replace('/', '.')
 
 
-def touched_tests(series, tree, root=None):
-    """(unit, functional): nova test module ids for a patched tree.
+def changed_classes(original, patched):
+    """The top-level classes of ``patched`` (a module's source) that differ
+    from ``original``, with their subclasses in the module; None when a
+    change is outside every class.
+    """
+    new_lines = patched.splitlines()
+    matcher = difflib.SequenceMatcher(None, original.splitlines(), new_lines,
+                                      autojunk=False)
+    changed = set()
+    for tag, _i1, _i2, j1, j2 in matcher.get_opcodes():
+        if tag != 'equal':
+            # 1-based lines of the patched text (a deletion: the line after).
+            changed.update(range(j1 + 1, max(j2, j1 + 1) + 1))
+    classes = [node for node in ast.parse(patched).body
+               if isinstance(node, ast.ClassDef)]
+    names = set()
+    for line in changed:
+        owner = next((c.name for c in classes
+                      if c.lineno - len(c.decorator_list) <= line <=
+                      c.end_lineno), None)
+        if owner is None and line <= len(new_lines):
+            return None
+        if owner:
+            names.add(owner)
+    grown = True
+    while grown:
+        subclasses = {c.name for c in classes
+                      if any(getattr(b, 'id', None) in names
+                             for b in c.bases)}
+        grown = not subclasses <= names
+        names |= subclasses
+    return sorted(names)
+
+
+def touched_tests(series, tree, root=None, original=None):
+    """(unit, functional): nova test ids for a patched tree, as stestr
+    filters (modules, or module.Class).
 
     The unit tests of every nova module a patch touches (a packager's
-    build runs them), and every nova test module a patch changes or adds.
-    A touched module that existed before with no unit tests found is an
+    build runs them), every nova test module a patch adds, and of a
+    functional test module a patch changes, the classes it changes when
+    ``original`` (the tree before the patches) is given: nova's
+    test_servers is too large to run whole for four changed tests. A
+    touched module that existed before with no unit tests found is an
     error: the map above must learn where they are.
     """
     unit, functional = set(), set()
@@ -103,7 +143,17 @@ def touched_tests(series, tree, root=None):
             unit.add(_test_id(path))
             continue
         if path.startswith('nova/tests/functional/'):
-            functional.add(_test_id(path))
+            classes = None
+            if original and not new:
+                with open(os.path.join(original, path)) as f:
+                    before = f.read()
+                with open(os.path.join(tree, path)) as f:
+                    classes = changed_classes(before, f.read())
+            if classes:
+                functional.update('%s.%s' % (_test_id(path), c)
+                                  for c in classes)
+            else:
+                functional.add(_test_id(path))
             continue
         package, module = os.path.split(path[len('nova/'):-3])
         unit_dir = '/'.join(filter(None, ('nova/tests/unit', package)))
@@ -122,12 +172,14 @@ def touched_tests(series, tree, root=None):
     return sorted(unit), sorted(functional)
 
 
-def nova_tests(series, nova_tree, patched_env, with_unit, suite):
+def nova_tests(series, nova_tree, patched_env, with_unit, suite,
+               original=None):
     """Run nova's own tests of the modules the series' patches touch, on
     the patched tree (the unit tests only ``with_unit``); yields (kind,
-    name, results) per suite that has tests.
+    name, results) per suite that has tests. ``original``: the tree before
+    the patches (see touched_tests).
     """
-    unit, functional = touched_tests(series, nova_tree)
+    unit, functional = touched_tests(series, nova_tree, original=original)
     runs = [('unit', unit)] if with_unit else []
     for kind, modules in runs + [('functional', functional)]:
         if not modules:
@@ -211,7 +263,7 @@ def main():
         nova_results = {}
         for kind, name, results in nova_tests(
                 series, nova_tree, patched_env, not args.no_nova_unit,
-                suite):
+                suite, original=sdist.released_tree(series)):
             add(recreate.count(name, results))
             nova_results[kind] = {t: o.status for t, o in results.items()}
     finally:
