@@ -207,10 +207,16 @@ FIX = registry.Fix(
                         'nova_fixes.nova.compute.manager:'
                         '_do_rebuild_instance_with_claim',
                         original_as='_rebuild_instance_with_claim',
-                        # nova 26 (2022.2) has no target_state argument.
                         series=('2024.1', '2024.2', '2025.1', '2025.2',
                                 '2026.1', '2026.2'),
                         services=('compute',)),
+        # nova 26 (2022.2) has no target_state argument: a drop-in per form.
+        registry.Target('nova.compute.manager:'
+                        'ComputeManager._do_rebuild_instance_with_claim',
+                        'nova_fixes.nova.compute.manager:'
+                        'ComputeManagerZed._do_rebuild_instance_with_claim',
+                        original_as='_rebuild_instance_with_claim',
+                        series=('2022.2',), services=('compute',)),
         registry.Target('nova.compute.manager:'
                         'ComputeManager._unshelve_instance',
                         'nova_fixes.nova.compute.manager:_unshelve_instance',

@@ -151,6 +151,35 @@ def _do_rebuild_instance_with_claim(
                 context, self.reportclient, instance.uuid)
 
 
+class ComputeManagerZed(object):
+    """Replaces ComputeManager._do_rebuild_instance_with_claim of nova 26
+    (2022.2), which has no target_state argument (bug 1848343): the same
+    fix as _do_rebuild_instance_with_claim above.
+    """
+
+    def _do_rebuild_instance_with_claim(
+            self, context, instance, orig_image_ref, image_meta,
+            injected_files, new_pass, orig_sys_metadata, bdms, evacuate,
+            on_shared_storage, preserve_ephemeral, migration, request_spec,
+            allocations, rebuild_claim, scheduled_node, limits, accel_uuids,
+            reimage_boot_volume):
+        """Helper to avoid deep nesting in the top-level method."""
+        try:
+            self._rebuild_instance_with_claim(
+                context, instance, orig_image_ref, image_meta,
+                injected_files, new_pass, orig_sys_metadata, bdms,
+                evacuate, on_shared_storage, preserve_ephemeral, migration,
+                request_spec, allocations, rebuild_claim, scheduled_node,
+                limits, accel_uuids, reimage_boot_volume)
+        except (exception.InstanceNotFound,
+                exception.UnexpectedDeletingTaskStateError):
+            # The evacuation's claim landed after the API deleted the
+            # server: remove what it wrote for the deleted instance.
+            with excutils.save_and_reraise_exception():
+                compute_utils.delete_allocations_if_deleted(
+                    context, self.reportclient, instance.uuid)
+
+
 def _unshelve_instance(self, context, instance, image, filter_properties,
                        node, request_spec, accel_uuids):
     """Replaces ComputeManager._unshelve_instance (bug 1848343).
