@@ -73,8 +73,10 @@ for any of its migrations.
   holds none (nova's move_allocations fails on a source consumer that
   does not exist).
 
-nova's regression test for the bug asserted the leak under a FIXME; it
-now asserts that no allocation is left."""
+nova's regression test for the bug asserted the leak under a FIXME, and
+four tests of ConsumerGenerationConflictTest asserted that the
+migration's allocations outlive the deleted server; they now assert
+that no allocation is left."""
 
 
 def flip_1848343_fixme(files):
@@ -113,6 +115,71 @@ def flip_1848343_fixme(files):
         kept = textwrap.indent(kept, indent)
         return ''.join(lines[:start]) + kept + ''.join(
             lines[branch.end_lineno:])
+
+    return edits.edit_python(files, path, edit)
+
+
+#: nova's tests in test_servers.ConsumerGenerationConflictTest that end,
+#: after deleting the server, by asserting that the migration consumer's
+#: allocations are left ("NOTE(gibi): Nova leaks the allocation held by
+#: the migration_uuid even after the instance is deleted").
+CONFLICT_TESTS = (
+    'test_confirm_migrate_delete_alloc_on_source_fails',
+    'test_revert_migrate_delete_dest_allocation_fails_due_to_conflict',
+    'test_revert_resize_same_host_delete_dest_fails_due_to_conflict',
+    'test_live_migrate_drop_allocation_on_source_fails',
+)
+
+
+def consumer_conflict_leaks(files):
+    """nova's ConsumerGenerationConflictTest asserts the leak after the
+    delete in four tests: the delete now removes the allocations of the
+    server's migrations, so each last assertion (one allocation left for
+    the migration's consumer) becomes "none left". What comes before it,
+    the error logged while the server lived, is unchanged.
+    """
+    path = 'nova/tests/functional/test_servers.py'
+
+    def edit(text):
+        lines = text.splitlines(True)
+        tree = ast.parse(text)
+        cls = next((node for node in ast.walk(tree)
+                    if isinstance(node, ast.ClassDef) and
+                    node.name == 'ConsumerGenerationConflictTest'), None)
+        if cls is None:
+            raise errors.ExportError('%s has no ConsumerGenerationConflict'
+                                     'Test' % path)
+        replace = []
+        for name in CONFLICT_TESTS:
+            func = next((node for node in cls.body
+                         if isinstance(node, ast.FunctionDef) and
+                         node.name == name), None)
+            last = func.body[-1] if func else None
+            call = getattr(last, 'value', None)
+            attr = getattr(getattr(call, 'func', None), 'attr', None)
+            if attr == 'assertEqual' and ast.literal_eval(
+                    call.args[0]) == 1:
+                # assertEqual(1, len(allocations)) of the migration's.
+                new = ['0'] + [ast.get_source_segment(text, a)
+                               for a in call.args[1:]]
+                body = 'self.assertEqual(%s)\n' % ', '.join(new)
+            elif attr == 'assertFlavorMatchesAllocation':
+                # (flavor, migration consumer, source provider)
+                consumer = ast.get_source_segment(text, call.args[1])
+                body = ('self.assertEqual(\n    {}, self._get_allocations_'
+                        'by_server_uuid(%s))\n' % consumer)
+            else:
+                raise errors.ExportError(
+                    '%s: ConsumerGenerationConflictTest.%s does not end by '
+                    'asserting the leak of bug 1848343' % (path, name))
+            indent = ' ' * last.col_offset
+            body = ('# Deleting the server removes the allocations its '
+                    'migration held.\n' + body)
+            replace.append((last.lineno, last.end_lineno,
+                            textwrap.indent(body, indent)))
+        for first, end, body in sorted(replace, reverse=True):
+            lines[first - 1:end] = [body]
+        return ''.join(lines)
 
     return edits.edit_python(files, path, edit)
 
@@ -259,6 +326,7 @@ FIX = registry.Fix(
         subject="Do not leak allocations reverting a deleted server's move",
         body=COMMIT_MESSAGE,
         trailers=('Closes-Bug: #1848343',),
-        test_edits=(flip_1848343_fixme, revert_allocation_assertions),
+        test_edits=(flip_1848343_fixme, consumer_conflict_leaks,
+                    revert_allocation_assertions),
     ),
 )

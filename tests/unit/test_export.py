@@ -292,6 +292,56 @@ class NovaTestEditsTestCase(testtools.TestCase):
             {path: self.FIXME_TEST.replace('FIXME', 'NOTE')})
         self.assertIn('has no FIXME', str(e))
 
+    CONFLICT_TEST = textwrap.dedent('''\
+        class ConsumerGenerationConflictTest(object):
+            def test_confirm_migrate_delete_alloc_on_source_fails(self):
+                self._delete_server(server)
+                allocations = self._get_allocations_by_server_uuid(
+                    migrations[0]['uuid'])
+                self.assertEqual(1, len(allocations))
+
+            def test_revert_migrate_delete_dest_allocation_fails_due_to_\
+conflict(self):
+                allocations = self._get_allocations_by_server_uuid(m)
+                self.assertEqual(1, len(allocations))
+
+            def test_revert_resize_same_host_delete_dest_fails_due_to_conflict(
+                    self):
+                allocations = self._get_allocations_by_server_uuid(m)
+                self.assertEqual(1, len(allocations))
+
+            def test_live_migrate_drop_allocation_on_source_fails(self):
+                self._delete_server(server)
+                self.assertFlavorMatchesAllocation(self.flavor, migration_uuid,
+                                                   source_rp_uuid)
+        ''')
+
+    def test_conflict_tests_expect_nothing_left_after_the_delete(self):
+        path = 'nova/tests/functional/test_servers.py'
+        text = bug_1848343.consumer_conflict_leaks(
+            {path: self.CONFLICT_TEST})[path]
+        self.assertEqual(3, text.count(
+            '        # Deleting the server removes the allocations its '
+            'migration held.\n'
+            '        self.assertEqual(0, len(allocations))\n'))
+        self.assertIn(
+            '        self._delete_server(server)\n'
+            '        # Deleting the server removes the allocations its '
+            'migration held.\n'
+            '        self.assertEqual(\n'
+            '            {}, self._get_allocations_by_server_uuid('
+            'migration_uuid))\n', text)
+        self.assertNotIn('assertFlavorMatchesAllocation', text)
+
+    def test_conflict_test_that_no_longer_asserts_the_leak_is_refused(self):
+        path = 'nova/tests/functional/test_servers.py'
+        e = self.assertRaises(
+            errors.ExportError, bug_1848343.consumer_conflict_leaks,
+            {path: self.CONFLICT_TEST.replace('assertEqual(1,',
+                                              'assertEqual(2,', 1)})
+        self.assertIn('test_confirm_migrate_delete_alloc_on_source_fails '
+                      'does not end by asserting the leak', str(e))
+
     def test_required_keyword_added_to_the_revert_assertions(self):
         text = textwrap.dedent('''\
             def test(self):
