@@ -184,7 +184,7 @@ def report(ops, steps, cells, variants, sides, out=sys.stdout):
             missing.append('%s | %s | %s (%s)' % (op, step, variant, bug))
     for line in missing:
         print('vanilla did not show the known leak: ' + line, file=out)
-    print('\nexplore: %d passed, %d failed' % (passed, failed), file=out)
+    print('\n%d passed, %d failed' % (passed, failed), file=out)
     for side in sides:
         counts = collections.Counter(
             result for (s, _, _, _), (result, _) in cells.items()
