@@ -32,12 +32,24 @@ from nova_fixes import registry
 LOG = logging.getLogger(__name__)
 
 _lock = threading.Lock()
-#: bug -> [(owner, name, original __dict__ entry or _MISSING)], in the
-#: order they were set
+#: bug -> {registry.Target: [(owner, name, original __dict__ entry or
+#: _MISSING)], in the order they were set}, the targets in the order they
+#: were activated
 _applied = {}
-#: (bug, registry.Target) of every target active
-_active_targets = set()
 _MISSING = object()
+
+
+class Activation(list):
+    """The bug ids one activate() call activated (a list, as it always was),
+    and the targets it activated, so that exactly those can be undone:
+    ``deactivate(activation)`` leaves alone whatever another call activated,
+    other targets of the same fixes included.
+    """
+
+    def __init__(self, bugs=(), targets=()):
+        super().__init__(bugs)
+        #: [(bug, registry.Target)] this call activated
+        self.targets = list(targets)
 
 
 def nova_version():
@@ -163,7 +175,7 @@ def activate(bugs=None, services=None):
         series = series_of(nova_version())
         selected = [(fix, target) for fix in _select(bugs)
                     for target in registry.targets_of(fix, series)
-                    if (fix.bug, target) not in _active_targets and
+                    if target not in _applied.get(fix.bug, {}) and
                     wanted.intersection(target.services)]
         if not selected:
             if services is not None and not any(
@@ -173,7 +185,7 @@ def activate(bugs=None, services=None):
                 LOG.info('nova-fixes: no fix has code that runs in %s on '
                          'nova %s; nothing to activate',
                          ', '.join(sorted(wanted)), series)
-            return []
+            return Activation()
         recorded = fingerprint.recorded()
         plan = []
         for fix, target in selected:
@@ -185,44 +197,56 @@ def activate(bugs=None, services=None):
                     'may be merged already' % target.original_as)
             plan.append((fix, target, owner, name, aliases,
                          _replacement(target)))
-        bugs = []
+        done = Activation()
         for fix, target, owner, name, aliases, new in plan:
-            changes = _applied.setdefault(fix.bug, [])
+            changes = _applied.setdefault(fix.bug, {}).setdefault(target, [])
             for alias_owner, alias in aliases:
                 _set(changes, alias_owner, alias, vars(owner)[name])
             if target.periodic:
                 new = new()
                 owner._add_periodic_task(new)
             _set(changes, owner, name, new)
-            _active_targets.add((fix.bug, target))
-            if fix.bug not in bugs:
-                bugs.append(fix.bug)
+            done.targets.append((fix.bug, target))
+            if fix.bug not in done:
+                done.append(fix.bug)
         LOG.info('nova-fixes: activated fixes for bugs %s on nova %s',
-                 ', '.join(str(bug) for bug in bugs), series)
-        return bugs
+                 ', '.join(str(bug) for bug in done), series)
+        return done
 
 
 def deactivate(bugs=None):
     """Undo the activation of the given fixes (default: every active one).
 
-    The original objects are put back; fixes not active are ignored.
-    Returns the bug ids this call deactivated.
+    ``bugs`` may be what activate() returned (an Activation): then only
+    the targets that call activated are undone. The original objects are
+    put back; fixes not active are ignored. Returns the bug ids with a
+    target this call deactivated.
     """
     with _lock:
-        selected = [fix.bug for fix in _select(bugs)]
+        if isinstance(bugs, Activation):
+            chosen = set(bugs.targets)
+        else:
+            selected = [fix.bug for fix in _select(bugs)]
+            chosen = {(bug, target) for bug, targets in _applied.items()
+                      if bug in selected for target in targets}
         done = []
         for bug in reversed(list(_applied)):
-            if bug not in selected:
-                continue
-            for target in [t for b, t in _active_targets if b == bug]:
-                _active_targets.discard((bug, target))
-            for owner, name, original in reversed(_applied.pop(bug)):
-                _remove_periodic_task(owner, name)
-                if original is _MISSING:
-                    delattr(owner, name)
-                else:
-                    setattr(owner, name, original)
-            done.insert(0, bug)
+            targets = _applied[bug]
+            undone = False
+            for target in reversed(list(targets)):
+                if (bug, target) not in chosen:
+                    continue
+                for owner, name, original in reversed(targets.pop(target)):
+                    _remove_periodic_task(owner, name)
+                    if original is _MISSING:
+                        delattr(owner, name)
+                    else:
+                        setattr(owner, name, original)
+                undone = True
+            if not targets:
+                del _applied[bug]
+            if undone:
+                done.insert(0, bug)
         return done
 
 

@@ -267,6 +267,38 @@ class FixtureTestCase(testtools.TestCase):
         nova_fixes.deactivate()
         self.assertEqual(before, _snapshot())
 
+    def test_fixture_undoes_only_its_targets_of_a_shared_fix(self):
+        """The process activated fix A for the compute service only; the
+        fixture activates the rest of A (its API and conductor targets):
+        after its cleanup A's compute targets are still active, the rest
+        are not.
+        """
+        before = _snapshot()
+        outer = nova_fixes.activate([1848343], services=['compute'])
+        self.addCleanup(nova_fixes.deactivate)
+        self.assertEqual([1848343], outer)
+        compute = {t.path for bug, t in outer.targets}
+        everything = {t.path for t in _targets(fixes.get_fix(1848343))}
+        self.assertTrue(compute)
+        self.assertTrue(everything - compute,
+                        'fix 1848343 has targets outside nova-compute')
+        inner_state = _snapshot()
+        with fixture.NovaFixes([1848343]) as fix:
+            self.assertEqual([1848343], fix.activated)
+            self.assertEqual(everything - compute,
+                             {t.path for bug, t in fix.activated.targets})
+            now = _snapshot()
+            changed = {path for path in everything
+                       if now[path] is not inner_state[path]}
+            self.assertEqual(everything - compute, changed)
+        self.assertEqual([1848343], nova_fixes.active_fixes())
+        self.assertEqual(inner_state, _snapshot())
+        for path in compute:
+            self.assertIsNot(before[path], _snapshot()[path], path)
+        nova_fixes.deactivate(outer)
+        self.assertEqual([], nova_fixes.active_fixes())
+        self.assertEqual(before, _snapshot())
+
 
 class DeactivateTestCase(testtools.TestCase):
 
