@@ -89,6 +89,6 @@ FIX = registry.Fix(
         slug='Add-a-periodic-task-for-orphan-instances',
         subject='Add a periodic task for orphan instances',
         body=COMMIT_MESSAGE,
-        conf_modules=('nova_fixes.conf.orphan_instances',),
+        conf_modules=('nova_fixes.nova.conf.orphan_instances',),
     ),
 )

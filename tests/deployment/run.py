@@ -91,6 +91,12 @@ def outage_after_claims(d, results):
     resp = d.delete(first, ok=(204, 503))
     os.unlink(d.gate('placement.down'))
     refused = resp.status_code == 503
+    # With the fixes the API must refuse the delete while placement is
+    # down: a 204 there would mean the claim was forgotten or the delete
+    # went on without placement, whatever the allocations show later.
+    require(refused or d.mode != 'fixed',
+            'with the fixes the API answered %d, not 503, to a delete '
+            'while placement was down' % resp.status_code)
     if refused:
         require('Placement could not be reached' in resp.text,
                 'the 503 does not name placement: %s' % resp.text)

@@ -33,8 +33,8 @@ from nova import objects
 from nova.tests.functional.api import client as api_client
 
 from nova_fixes import activation as nova_fixes_activation
-from nova_fixes import conf as fixes_conf
 from nova_fixes import fixture as nova_fixes_fixture
+from nova_fixes.nova import conf as fixes_conf
 import tests
 from tests import common
 

@@ -67,6 +67,17 @@ class FixRecordsTestCase(testtools.TestCase):
                                  '%s: one drop-in per target in %s'
                                  % (fix.bug, series))
 
+    def test_options_modules_mirror_nova_conf(self):
+        for fix in fixes.FIXES:
+            for module in fix.patch.conf_modules:
+                package, short = module.rsplit('.', 1)
+                self.assertEqual('nova_fixes.nova.conf', package, module)
+                self.assertTrue(os.path.isfile(os.path.join(
+                    ROOT, 'nova_fixes', 'nova', 'conf', short + '.py')),
+                    module)
+                self.assertTrue(hasattr(importlib.import_module(module),
+                                        'list_opts'), module)
+
     def test_every_functional_test_module_belongs_to_one_fix(self):
         owned = []
         for fix in fixes.FIXES:

@@ -25,7 +25,7 @@ from nova import exception
 from nova import objects
 from nova import utils
 
-from nova_fixes import conf as fixes_conf
+from nova_fixes.nova import conf as fixes_conf
 
 CONF = nova.conf.CONF
 fixes_conf.register_opts(CONF)

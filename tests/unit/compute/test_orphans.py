@@ -24,8 +24,8 @@ from oslo_config import fixture as config_fixture
 from oslo_utils.fixture import uuidsentinel as uuids
 import testtools
 
-from nova_fixes import conf as fixes_conf
 from nova_fixes.nova.compute import manager
+from nova_fixes.nova import conf as fixes_conf
 
 CONF = nova.conf.CONF
 

@@ -10,13 +10,15 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""oslo.config options of the nova-fixes drop-ins.
+"""oslo.config options of the nova-fixes drop-ins, as nova/conf keeps its own.
 
-Registered on nova's own configuration object, so that they are read from
-nova.conf like nova's options.
+Each options module here is the one the patches add to nova/conf (as
+nova/conf/orphan_instances.py); the drop-ins register them on nova's own
+configuration object, so that they are read from nova.conf like nova's
+options. The oslo-config-generator namespace stays ``nova_fixes.conf``.
 """
 
-from nova_fixes.conf import orphan_instances
+from nova_fixes.nova.conf import orphan_instances
 
 
 def register_opts(conf):
