@@ -152,11 +152,32 @@ class ActivateAfterLoggingSetup(object):
 
 
 def run_service(starter, activate):
-    """Run nova's ``starter`` module's main() with the fixes active."""
+    """Run nova's ``starter`` module's main() with the fixes active.
+
+    Should nova's main() reach ``nova.service.serve`` (where its service
+    starts: the service record, the RPC server) without having set up
+    logging, so without the fixes active, the entry point refuses there
+    (one line, SystemExit with status 2) rather than run nova unfixed.
+    """
     # nova's starter module does nova's monkey patching when imported.
     module = importlib.import_module(starter)
-    ActivateAfterLoggingSetup(activate)
-    return module.main()
+    hook = ActivateAfterLoggingSetup(activate)
+    from nova import service as nova_service
+    serve = nova_service.serve
+
+    def serve_if_activated(*args, **kwargs):
+        if not hook.activated:
+            raise SystemExit(refuse(
+                "%s started its service without setting up logging first; "
+                "the fixes were not activated, so the service does not "
+                "start" % starter))
+        return serve(*args, **kwargs)
+
+    nova_service.serve = serve_if_activated
+    try:
+        return module.main()
+    finally:
+        nova_service.serve = serve
 
 
 def _has_module(name):

@@ -91,6 +91,44 @@ class RunServiceTestCase(_Base):
         self.assertEqual([], nova_fixes.active_fixes())
         self.assertIs(self.setup, oslo_logging.setup)
 
+    def test_serves_only_with_the_fixes_active(self):
+        from nova import service as nova_service
+        serve = self.useFixture(fixtures.MockPatchObject(
+            nova_service, 'serve')).mock
+
+        def main():
+            oslo_logging.setup('conf', 'nova')
+            nova_service.serve('server', workers=1)
+
+        self.starter.main.side_effect = main
+        services.run_service('nova.cmd.fake', lambda: nova_fixes.activate())
+        serve.assert_called_once_with('server', workers=1)
+        self.assertEqual(ALL, nova_fixes.active_fixes())
+        # nova's serve() is back once main() has returned.
+        self.assertIs(serve, nova_service.serve)
+
+    def test_refuses_to_serve_when_logging_was_never_set_up(self):
+        from nova import service as nova_service
+        serve = self.useFixture(fixtures.MockPatchObject(
+            nova_service, 'serve')).mock
+
+        def main():
+            # A starter that would create its service before (or without)
+            # oslo.log's setup(): the fixes would never be activated.
+            nova_service.serve('server')
+
+        self.starter.main.side_effect = main
+        e = self.assertRaises(SystemExit, services.run_service,
+                              'nova.cmd.fake', lambda: nova_fixes.activate())
+        self.assertEqual(2, e.code)
+        serve.assert_not_called()
+        lines = self.stderr.getvalue().splitlines()
+        self.assertEqual(1, len(lines))
+        self.assertIn('nova.cmd.fake started its service without setting '
+                      'up logging', lines[0])
+        self.assertEqual([], nova_fixes.active_fixes())
+        self.assertIs(serve, nova_service.serve)
+
     @mock.patch.object(services, 'run_service')
     def test_each_service_runs_its_nova_starter(self, run):
         services.compute()
