@@ -154,6 +154,12 @@ def _run_workers(units, args, outdir, deadline, command=None):
         env_of['fixed']['PYTHONPATH'] = os.pathsep.join(
             [args.fixed_path] + os.environ.get(
                 'PYTHONPATH', os.getcwd()).split(os.pathsep))
+    # Every run starts with fresh files: nothing of an earlier run in the
+    # same --out directory can stand in for a record this one lacks.
+    for side, op in units:
+        for path in _paths(outdir, side, op):
+            if os.path.exists(path):
+                os.unlink(path)
     workers = {}
     pending = list(units)
     running = {}
@@ -388,7 +394,8 @@ def main(argv=None):
                         'tracker.NOT_STEPS)')
     parser.add_argument('-j', '--jobs', type=int, default=2)
     parser.add_argument('--out', help='keep the workers\' records and '
-                        'logs in this directory')
+                        'logs in this directory (the files of the '
+                        'operations run are started afresh)')
     parser.add_argument('--deadline', type=int, metavar='SECONDS',
                         help='kill the workers still running after this '
                         'long (default: %d s per operation, side and '

@@ -261,6 +261,18 @@ class WorkersTest(testtools.TestCase):
             workers=workers)
         self.assertEqual((0, 4), (passed, failed))
 
+    def test_a_reused_out_dir_starts_afresh(self):
+        # A record of an earlier run is not taken for this one's.
+        stale = os.path.join(self.outdir, 'fixed-%s.jsonl' % OP)
+        with open(stale, 'w') as f:
+            f.write(json.dumps({'op': OP, 'steps': STEPS}) + '\n')
+        failing = [sys.executable, '-c', 'import sys; sys.exit(2)']
+        workers = self._run({('fixed', OP): lambda args, out, op: failing})
+        self.assertEqual({('fixed', OP): explore.Worker(2, 'worker exit 2')},
+                         workers)
+        self.assertEqual(({}, {}), explore._load(self.outdir, [('fixed',
+                                                                 OP)]))
+
 
 class MainTest(testtools.TestCase):
 
