@@ -20,8 +20,10 @@ Runs one worker process per (side, operation), --jobs at a time, prints
 the matrix operation x step (vanilla delete/down, fixed delete/down),
 the details of what is not OK, a "N passed, N failed" line, and ends with
 one "explored (<side>): S steps, L leaks, W wrong, E errors" line per side.
-Exits non-zero if a fixed-side run is not OK or a known bug of vanilla
-nova (KNOWN_VANILLA_LEAKS) is not found.
+Exits non-zero if a fixed-side run is not OK, a known bug of vanilla
+nova (KNOWN_VANILLA_LEAKS) is not found, or a worker fails: exits
+non-zero, is killed at the run's deadline (--deadline) or leaves a run it
+was given without a record (that run is then an ERROR, with the reason).
 """
 
 import argparse
@@ -29,9 +31,12 @@ import collections
 import fnmatch
 import json
 import os
+import queue
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 from tests.explore import operations
@@ -39,7 +44,9 @@ from tests.explore import operations
 VARIANTS = ('delete', 'down')
 RESULTS = ('OK', 'LEAK', 'WRONG', 'ERROR', 'N/A')
 
-#: The CI subset: the operations of bug 1848343's revert paths and a boot.
+#: The CI subset (delete variant): bug 1848343's revert paths and a live
+#: migration rolled back. No boot: its delete variant would add about 3
+#: minutes on 2 cores (188 s at -j 2, both sides, measured).
 CI_OPERATIONS = ('cold-migrate-revert', 'live-migrate-pre-fails')
 
 #: What the explorer must find on vanilla nova, unaided: (operation, step,
@@ -75,8 +82,72 @@ def _operations(patterns):
     return chosen
 
 
-def _run_workers(units, args, outdir):
-    """Run a worker per (side, operation), args.jobs at a time."""
+#: How a worker ended: its exit code (None: it was killed at the deadline
+#: or never started) and, in words, why its missing runs have no record.
+Worker = collections.namedtuple('Worker', 'code why')
+
+#: The default deadline of a run: this much per (side, operation, variant)
+#: over the jobs that can run at once, plus DEADLINE_BASE. An operation
+#: has up to about 30 steps of 8 to 12 s each on a 2-core machine.
+DEADLINE_PER_UNIT = 480
+DEADLINE_BASE = 300
+
+
+def default_deadline(units, variants, jobs):
+    """Seconds the whole run may take before its workers are killed."""
+    parallel = max(1, min(jobs, os.cpu_count() or 1))
+    return DEADLINE_BASE + (DEADLINE_PER_UNIT * len(units) *
+                            len(variants) // parallel)
+
+
+def _paths(outdir, side, op):
+    base = os.path.join(outdir, '%s-%s' % (side, op))
+    return base + '.jsonl', base + '.log'
+
+
+def _worker_command(args, out, op):
+    cmd = [sys.executable, '-m', 'tests.explore.worker',
+           '--out', out, '--variants', ','.join(args.variants)]
+    if args.steps:
+        cmd += ['--steps', str(args.steps)]
+    if args.all_entries:
+        cmd += ['--all-entries']
+    return cmd + [op]
+
+
+def _exit_why(code):
+    if code < 0:
+        return 'worker killed by signal %d' % -code
+    return 'worker exit %d' % code
+
+
+def _wait(proc, ended):
+    proc.wait()
+    ended.put(proc)
+
+
+def _kill(proc):
+    """Kill a worker and everything it started (its process group);
+    False if it had ended already.
+    """
+    if proc.returncode is not None:
+        return False
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+    return True
+
+
+def _run_workers(units, args, outdir, deadline, command=None):
+    """Run a worker per (side, operation), args.jobs at a time, until they
+    are done or `deadline` seconds have passed; then the workers still
+    running are killed and those not started are not. Returns
+    {(side, operation): Worker}. `command(args, out, op)` is a worker's
+    command line (default _worker_command).
+    """
+    command = command or _worker_command
     env_of = {
         'vanilla': dict(os.environ, NOVA_FIXES_MODE='vanilla'),
         'fixed': dict(os.environ, NOVA_FIXES_MODE=args.fixed),
@@ -85,78 +156,168 @@ def _run_workers(units, args, outdir):
         env_of['fixed']['PYTHONPATH'] = os.pathsep.join(
             [args.fixed_path] + os.environ.get(
                 'PYTHONPATH', os.getcwd()).split(os.pathsep))
+    # Every run starts with fresh files: nothing of an earlier run in the
+    # same --out directory can stand in for a record this one lacks.
+    for side, op in units:
+        for path in _paths(outdir, side, op):
+            if os.path.exists(path):
+                os.unlink(path)
+    workers = {}
     pending = list(units)
     running = {}
-    done = 0
+    ended = queue.Queue()
     start = time.monotonic()
-    while pending or running:
-        while pending and len(running) < args.jobs:
-            side, op = pending.pop(0)
-            out = os.path.join(outdir, '%s-%s.jsonl' % (side, op))
-            log = open(os.path.join(outdir, '%s-%s.log' % (side, op)), 'w')
-            cmd = [sys.executable, '-m', 'tests.explore.worker',
-                   '--out', out, '--variants', ','.join(args.variants)]
-            if args.steps:
-                cmd += ['--steps', str(args.steps)]
-            if args.all_entries:
-                cmd += ['--all-entries']
-            proc = subprocess.Popen(cmd + [op], env=env_of[side],
-                                    stdout=log, stderr=subprocess.STDOUT)
-            running[proc] = (side, op, log, time.monotonic())
-        proc = _wait_one(running)
-        side, op, log, began = running.pop(proc)
-        log.close()
-        done += 1
-        print('[%d/%d] %s %s: exit %s, %.0fs (%.0fs in all)' % (
-            done, len(units), side, op, proc.returncode,
-            time.monotonic() - began, time.monotonic() - start),
-            flush=True)
-
-
-def _wait_one(running):
-    while True:
-        pid, status = os.wait()
-        for proc in running:
-            if proc.pid == pid:
-                proc.returncode = os.waitstatus_to_exitcode(status)
-                return proc
+    why_left = 'the run was interrupted'
+    try:
+        while pending or running:
+            while pending and len(running) < args.jobs:
+                side, op = pending.pop(0)
+                out, log_path = _paths(outdir, side, op)
+                log = open(log_path, 'w')
+                # A process group of its own: killed whole at the deadline.
+                proc = subprocess.Popen(
+                    command(args, out, op), env=env_of[side], stdout=log,
+                    stderr=subprocess.STDOUT, start_new_session=True)
+                running[proc] = (side, op, log, time.monotonic())
+                threading.Thread(target=_wait, args=(proc, ended),
+                                 daemon=True).start()
+            left = start + deadline - time.monotonic()
+            try:
+                proc = ended.get(timeout=max(left, 0))
+            except queue.Empty:
+                why_left = ("the run's deadline of %d s passed" % deadline)
+                break
+            side, op, log, began = running.pop(proc)
+            log.close()
+            workers[(side, op)] = Worker(proc.returncode,
+                                         _exit_why(proc.returncode))
+            print('[%d/%d] %s %s: %s, %.0fs (%.0fs in all)' % (
+                len(workers), len(units), side, op,
+                _exit_why(proc.returncode), time.monotonic() - began,
+                time.monotonic() - start), flush=True)
+    finally:
+        for proc, (side, op, log, began) in running.items():
+            if _kill(proc):
+                workers[(side, op)] = Worker(None, 'worker killed: ' +
+                                             why_left)
+            else:
+                workers[(side, op)] = Worker(proc.returncode,
+                                             _exit_why(proc.returncode))
+            log.close()
+            print('%s %s: %s' % (side, op, workers[(side, op)].why),
+                  flush=True)
+        for side, op in pending:
+            workers[(side, op)] = Worker(None, 'worker not started: ' +
+                                         why_left)
+    return workers
 
 
 def _load(outdir, units):
+    """The workers' records: ({(side, op): steps}, {(side, op, step,
+    variant): (result, details)}). A line a killed worker left half
+    written is no record.
+    """
     steps = {}
     cells = {}
     for side, op in units:
-        path = os.path.join(outdir, '%s-%s.jsonl' % (side, op))
+        path = _paths(outdir, side, op)[0]
         if not os.path.exists(path):
             continue
         with open(path) as f:
             for line in f:
-                record = json.loads(line)
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
                 if 'steps' in record:
-                    known = steps.setdefault(op, ['after'])
-                    known += [s for s in record['steps'] if s not in known]
+                    steps[(side, op)] = list(record['steps'])
                 else:
                     cells[(side, op, record['step'], record['variant'])] = (
                         record['result'], record['details'])
     return steps, cells
 
 
-def report(ops, steps, cells, variants, sides, out=sys.stdout):
-    """Print the matrix and the summary; returns (passed, failed)."""
+def _rows(op, sides, steps):
+    """The matrix' rows of an operation: 'after', then the steps of every
+    side, in the order they were recorded.
+    """
+    rows = ['after']
+    for side in sides:
+        rows += [s for s in steps.get((side, op), []) if s not in rows]
+    return rows
+
+
+def expected_cells(ops, steps, variants, sides):
+    """Every (side, op, step, variant) a run must have a result for: the
+    'after' control (delete) and each step the side recorded, in each
+    variant; a side with no recording is expected to have the steps the
+    other side recorded.
+    """
+    expected = []
+    for op in ops:
+        rows = _rows(op, sides, steps)
+        for side in sides:
+            own = steps.get((side, op))
+            if own is None:
+                own = rows[1:]
+            expected.append((side, op, 'after', 'delete'))
+            expected += [(side, op, step, variant)
+                         for step in own for variant in variants]
+    return expected
+
+
+def _fill_missing(ops, steps, cells, variants, sides, workers):
+    """The cells with an ERROR for each expected run without a result,
+    and how many each (side, op) lacks.
+    """
+    cells = dict(cells)
+    missing_of = collections.Counter()
+    for side, op, step, variant in expected_cells(ops, steps, variants,
+                                                  sides):
+        if (side, op, step, variant) in cells:
+            continue
+        worker = workers.get((side, op))
+        why = worker.why if worker else 'no worker ran'
+        if (side, op) not in steps:
+            why = 'no steps recorded; ' + why
+        cells[(side, op, step, variant)] = ('ERROR', ['no record (%s)'
+                                                      % why])
+        missing_of[(side, op)] += 1
+    return cells, missing_of
+
+
+def _print_matrix(ops, steps, cells, variants, sides, out):
     columns = [(side, v) for side in sides for v in variants]
-    width = max([len(s) for op in ops for s in steps.get(op, [])] + [20])
+    rows = {op: _rows(op, sides, steps) for op in ops}
+    width = max([len(s) for op in ops for s in rows[op]] + [20])
     head = ' '.join('%-7s' % ('%s/%s' % (s[0], v[:3])) for s, v in columns)
     for op in ops:
         print('\n%s\n  %-*s %s' % (op, width, 'step', head), file=out)
-        for step in steps.get(op, ['after']):
+        for step in rows[op]:
             row = []
             for side, variant in columns:
                 if step == 'after' and variant != 'delete':
                     row.append('%-7s' % '')
                     continue
+                # '-': not a step of that side's recording.
                 result = cells.get((side, op, step, variant), ('-',))[0]
                 row.append('%-7s' % result)
             print('  %-*s %s' % (width, step, ' '.join(row)), file=out)
+
+
+def report(ops, steps, cells, variants, sides, out=None, workers=None):
+    """Print the matrix and the summary; returns (passed, failed).
+
+    `steps` and `cells` are what _load returns, `workers` what
+    _run_workers does. Every expected run (expected_cells) without a
+    result is an ERROR, with the reason its worker gives; each worker
+    that did not exit 0 or left such a run fails.
+    """
+    out = out or sys.stdout
+    workers = workers or {}
+    cells, missing_of = _fill_missing(ops, steps, cells, variants, sides,
+                                      workers)
+    _print_matrix(ops, steps, cells, variants, sides, out)
     print('\nnot OK (fixed side), and vanilla LEAKs:', file=out)
     for (side, op, step, variant), (result, details) in sorted(
             cells.items()):
@@ -184,6 +345,13 @@ def report(ops, steps, cells, variants, sides, out=sys.stdout):
             missing.append('%s | %s | %s (%s)' % (op, step, variant, bug))
     for line in missing:
         print('vanilla did not show the known leak: ' + line, file=out)
+    for (side, op), worker in sorted(workers.items()):
+        if worker.code == 0 and not missing_of[(side, op)]:
+            passed += 1
+            continue
+        failed += 1
+        print('worker %s %s failed: %s; %d runs without a record' % (
+            side, op, worker.why, missing_of[(side, op)]), file=out)
     print('\n%d passed, %d failed' % (passed, failed), file=out)
     for side in sides:
         counts = collections.Counter(
@@ -228,7 +396,13 @@ def main(argv=None):
                         'tracker.NOT_STEPS)')
     parser.add_argument('-j', '--jobs', type=int, default=2)
     parser.add_argument('--out', help='keep the workers\' records and '
-                        'logs in this directory')
+                        'logs in this directory (the files of the '
+                        'operations run are started afresh)')
+    parser.add_argument('--deadline', type=int, metavar='SECONDS',
+                        help='kill the workers still running after this '
+                        'long (default: %d s per operation, side and '
+                        'variant over the jobs, plus %d s)'
+                        % (DEADLINE_PER_UNIT, DEADLINE_BASE))
     args = parser.parse_args(argv)
     args.variants = args.variants.split(',')
     sides = args.sides.split(',')
@@ -238,6 +412,8 @@ def main(argv=None):
         parser.error('--sides: one or both of vanilla, fixed')
     if args.jobs < 1:
         parser.error('--jobs must be at least 1')
+    if args.deadline is not None and args.deadline < 1:
+        parser.error('--deadline must be at least 1 s')
     if args.fixed_path and not os.path.isdir(
             os.path.join(args.fixed_path, 'nova')):
         parser.error('--fixed-path %s has no nova package' % args.fixed_path)
@@ -251,12 +427,16 @@ def main(argv=None):
     os.makedirs(outdir, exist_ok=True)
     # The longest operations first, alternating sides.
     units = [(side, op) for op in ops for side in sides]
+    deadline = args.deadline or default_deadline(units, args.variants,
+                                                 args.jobs)
     start = time.monotonic()
-    _run_workers(units, args, outdir)
+    workers = _run_workers(units, args, outdir, deadline)
     steps, cells = _load(outdir, units)
-    print('\nexplored %d operations in %.0fs (records and logs in %s)'
-          % (len(ops), time.monotonic() - start, outdir))
-    passed, failed = report(ops, steps, cells, args.variants, sides)
+    print('\nexplored %d operations in %.0fs (deadline %d s; records and '
+          'logs in %s)' % (len(ops), time.monotonic() - start, deadline,
+                           outdir))
+    passed, failed = report(ops, steps, cells, args.variants, sides,
+                            workers=workers)
     return 1 if failed else 0
 
 

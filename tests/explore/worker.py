@@ -98,7 +98,7 @@ def main(argv=None):
                      % ', '.join(unknown + sorted(set(variants) -
                                                   set(VARIANTS))))
     harness.ALL_ENTRIES = args.all_entries
-    with open(args.out, 'a') as out:
+    with open(args.out, 'w') as out:
         def write(record):
             out.write(json.dumps(record) + '\n')
             out.flush()

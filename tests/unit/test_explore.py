@@ -14,13 +14,24 @@
 the matrix' counts (no nova services run here).
 """
 
+import argparse
 import io
+import json
+import os
+import signal
+import sys
 
 import fixtures
 import testtools
 
 from tests.explore import __main__ as explore
 from tests.explore import tracker
+
+OP = 'cold-migrate-revert'
+STEPS = ['rpc compute.revert_resize',
+         'rpc compute-alt.finish_revert_resize',
+         'ComputeManager._finish_revert_resize',
+         'rpc compute.prep_resize', 'ComputeManager._revert_allocation']
 
 
 class OperationFilterTest(testtools.TestCase):
@@ -64,27 +75,21 @@ class StepTest(testtools.TestCase):
 
 class ReportTest(testtools.TestCase):
 
-    def _report(self, cells, ops=('cold-migrate-revert',)):
+    def _report(self, cells, ops=(OP,), steps=None, workers=None):
         out = io.StringIO()
-        steps = {'cold-migrate-revert': [
-            'after', 'rpc compute.revert_resize',
-            'rpc compute-alt.finish_revert_resize',
-            'ComputeManager._finish_revert_resize',
-            'rpc compute.prep_resize', 'ComputeManager._revert_allocation']}
+        if steps is None:
+            steps = {('vanilla', OP): STEPS, ('fixed', OP): STEPS}
         counts = explore.report(list(ops), steps, cells, ['delete'],
-                                ['vanilla', 'fixed'], out=out)
+                                ['vanilla', 'fixed'], out=out,
+                                workers=workers)
         return counts, out.getvalue().splitlines()
 
     def _cells(self, vanilla, fixed):
         cells = {}
-        for step in ('after', 'rpc compute.revert_resize',
-                     'rpc compute-alt.finish_revert_resize',
-                     'ComputeManager._finish_revert_resize',
-                     'rpc compute.prep_resize',
-                     'ComputeManager._revert_allocation'):
-            cells[('vanilla', 'cold-migrate-revert', step, 'delete')] = (
+        for step in ['after'] + STEPS:
+            cells[('vanilla', OP, step, 'delete')] = (
                 vanilla.get(step, 'LEAK'), ['x'])
-            cells[('fixed', 'cold-migrate-revert', step, 'delete')] = (
+            cells[('fixed', OP, step, 'delete')] = (
                 fixed.get(step, 'OK'), [])
         return cells
 
@@ -109,3 +114,191 @@ class ReportTest(testtools.TestCase):
         self.assertEqual(
             'explored (fixed): 6 steps, 1 leaks, 0 wrong, 1 errors',
             lines[-1])
+
+    def _workers(self, **codes):
+        return {(side, OP): explore.Worker(code, explore._exit_why(code))
+                for side, code in codes.items()}
+
+    def test_short_fixed_worker_fails(self):
+        # The fixed worker died after its second step: the three steps
+        # after it have no record.
+        cells = self._cells({'after': 'OK'}, {})
+        for step in STEPS[2:]:
+            del cells[('fixed', OP, step, 'delete')]
+        (passed, failed), lines = self._report(
+            cells, workers=self._workers(vanilla=0, fixed=1))
+        # fixed: 3 OK, 3 ERROR; 5 known leaks; workers: vanilla passes,
+        # fixed fails.
+        self.assertEqual((9, 4), (passed, failed))
+        self.assertIn('  fixed cold-migrate-revert | '
+                      'ComputeManager._finish_revert_resize | delete: '
+                      'ERROR: no record (worker exit 1)', lines)
+        self.assertIn('worker fixed cold-migrate-revert failed: worker '
+                      'exit 1; 3 runs without a record', lines)
+        self.assertIn('  %-36s LEAK    ERROR  '
+                      % 'ComputeManager._revert_allocation', lines)
+        self.assertEqual(
+            ['9 passed, 4 failed',
+             'explored (vanilla): 6 steps, 5 leaks, 0 wrong, 0 errors',
+             'explored (fixed): 6 steps, 0 leaks, 0 wrong, 3 errors'],
+            lines[-3:])
+
+    def test_missing_fixed_worker_has_the_steps_of_vanilla(self):
+        # The fixed worker was killed before it recorded anything.
+        cells = {key: value for key, value in self._cells(
+            {'after': 'OK'}, {}).items() if key[0] == 'vanilla'}
+        (passed, failed), lines = self._report(
+            cells, steps={('vanilla', OP): STEPS},
+            workers=self._workers(vanilla=0, fixed=-signal.SIGKILL))
+        self.assertEqual((6, 7), (passed, failed))
+        self.assertIn('  fixed cold-migrate-revert | after | delete: '
+                      'ERROR: no record (no steps recorded; worker killed '
+                      'by signal 9)', lines)
+        self.assertEqual(
+            'explored (fixed): 6 steps, 0 leaks, 0 wrong, 6 errors',
+            lines[-1])
+
+    def test_short_vanilla_worker_exit_0_fails(self):
+        # Vanilla's record lacks a step that is not a known leak: an
+        # ERROR there, and its worker fails although it exited 0.
+        cells = self._cells({'after': 'OK'}, {})
+        steps = {('vanilla', OP): STEPS + ['ComputeManager.x'],
+                 ('fixed', OP): STEPS}
+        (passed, failed), lines = self._report(
+            cells, steps=steps, workers=self._workers(vanilla=0, fixed=0))
+        self.assertEqual((12, 1), (passed, failed))
+        self.assertIn('worker vanilla cold-migrate-revert failed: worker '
+                      'exit 0; 1 runs without a record', lines)
+        # A step only vanilla recorded is not one of the fixed side's.
+        self.assertIn('  %-36s ERROR   -      ' % 'ComputeManager.x',
+                      lines)
+        self.assertEqual(
+            'explored (vanilla): 7 steps, 5 leaks, 0 wrong, 1 errors',
+            lines[-2])
+
+    def test_expected_cells(self):
+        steps = {('vanilla', OP): ['a', 'b'], ('fixed', OP): ['a', 'c']}
+        self.assertEqual(
+            [('vanilla', OP, 'after', 'delete'),
+             ('vanilla', OP, 'a', 'delete'), ('vanilla', OP, 'a', 'down'),
+             ('vanilla', OP, 'b', 'delete'), ('vanilla', OP, 'b', 'down'),
+             ('fixed', OP, 'after', 'delete'),
+             ('fixed', OP, 'a', 'delete'), ('fixed', OP, 'a', 'down'),
+             ('fixed', OP, 'c', 'delete'), ('fixed', OP, 'c', 'down'),
+             ('vanilla', 'boot', 'after', 'delete'),
+             ('fixed', 'boot', 'after', 'delete')],
+            explore.expected_cells([OP, 'boot'], steps, ['delete', 'down'],
+                                   ['vanilla', 'fixed']))
+
+
+def _writer(*records, code=0):
+    """A worker's command line that writes `records` (str: as it is) to
+    its --out, then exits with `code`.
+    """
+    lines = ''.join(r if isinstance(r, str) else json.dumps(r) + '\n'
+                    for r in records)
+    script = ('import sys\nwith open(sys.argv[1], "w") as f:\n'
+              '    f.write(%r)\nsys.exit(%d)\n' % (lines, code))
+    return lambda args, out, op: [sys.executable, '-c', script, out]
+
+
+class WorkersTest(testtools.TestCase):
+
+    def setUp(self):
+        super(WorkersTest, self).setUp()
+        self.outdir = self.useFixture(fixtures.TempDir()).path
+        self.stdout = self.useFixture(fixtures.MonkeyPatch(
+            'sys.stdout', io.StringIO())).new_value
+        self.args = argparse.Namespace(jobs=1, fixed='dropin',
+                                       fixed_path=None)
+
+    def _run(self, commands, deadline=600):
+        units = list(commands)
+        return explore._run_workers(
+            units, self.args, self.outdir, deadline,
+            command=lambda args, out, op: commands[
+                (os.path.basename(out).split('-', 1)[0], op)](args, out, op))
+
+    def test_exit_codes_and_a_short_record(self):
+        step = {'op': OP, 'step': 'after', 'variant': 'delete',
+                'result': 'OK', 'details': []}
+        killer = [sys.executable, '-c',
+                  'import os, signal; os.kill(os.getpid(), signal.SIGKILL)']
+        workers = self._run({
+            ('vanilla', OP): _writer({'op': OP, 'steps': STEPS}, step),
+            # Killed while writing its second record.
+            ('fixed', OP): _writer({'op': OP, 'steps': STEPS[:1]}, step,
+                                   '{"op": "cold-mig', code=1),
+            ('fixed', 'boot'): lambda args, out, op: killer})
+        self.assertEqual(
+            {('vanilla', OP): explore.Worker(0, 'worker exit 0'),
+             ('fixed', OP): explore.Worker(1, 'worker exit 1'),
+             ('fixed', 'boot'): explore.Worker(
+                 -9, 'worker killed by signal 9')}, workers)
+        steps, cells = explore._load(self.outdir, list(workers))
+        self.assertEqual({('vanilla', OP): STEPS, ('fixed', OP): STEPS[:1]},
+                         steps)
+        self.assertEqual({('vanilla', OP, 'after', 'delete'): ('OK', []),
+                          ('fixed', OP, 'after', 'delete'): ('OK', [])},
+                         cells)
+
+    def test_deadline_kills_and_leaves_the_rest(self):
+        # A worker that never ends by itself, and one that waits behind
+        # it (--jobs 1).
+        hung = [sys.executable, '-c', 'import signal; signal.pause()']
+        workers = self._run({('fixed', OP): lambda args, out, op: hung,
+                             ('fixed', 'boot'): _writer()}, deadline=1)
+        self.assertEqual(
+            {('fixed', OP): explore.Worker(
+                None, "worker killed: the run's deadline of 1 s passed"),
+             ('fixed', 'boot'): explore.Worker(
+                 None, "worker not started: the run's deadline of 1 s "
+                 "passed")}, workers)
+        self.assertIn("fixed cold-migrate-revert: worker killed: the run's "
+                      "deadline of 1 s passed", self.stdout.getvalue())
+        (passed, failed) = explore.report(
+            [OP, 'boot'], {}, {}, ['delete'], ['fixed'], out=io.StringIO(),
+            workers=workers)
+        self.assertEqual((0, 4), (passed, failed))
+
+    def test_a_reused_out_dir_starts_afresh(self):
+        # A record of an earlier run is not taken for this one's.
+        stale = os.path.join(self.outdir, 'fixed-%s.jsonl' % OP)
+        with open(stale, 'w') as f:
+            f.write(json.dumps({'op': OP, 'steps': STEPS}) + '\n')
+        failing = [sys.executable, '-c', 'import sys; sys.exit(2)']
+        workers = self._run({('fixed', OP): lambda args, out, op: failing})
+        self.assertEqual({('fixed', OP): explore.Worker(2, 'worker exit 2')},
+                         workers)
+        self.assertEqual(({}, {}), explore._load(self.outdir, [('fixed',
+                                                                 OP)]))
+
+
+class MainTest(testtools.TestCase):
+
+    def test_crashed_workers_fail_the_run(self):
+        outdir = self.useFixture(fixtures.TempDir()).path
+        stdout = self.useFixture(fixtures.MonkeyPatch(
+            'sys.stdout', io.StringIO())).new_value
+        self.useFixture(fixtures.MonkeyPatch(
+            'tests.explore.__main__._worker_command', _writer(code=3)))
+        self.assertEqual(1, explore.main(['--ci', '--out', outdir]))
+        lines = stdout.getvalue().splitlines()
+        # Per side: the 'after' run of each of the two operations; the
+        # five known leaks of vanilla are not found; four workers fail.
+        self.assertEqual(
+            ['0 passed, 11 failed',
+             'explored (vanilla): 2 steps, 0 leaks, 0 wrong, 2 errors',
+             'explored (fixed): 2 steps, 0 leaks, 0 wrong, 2 errors'],
+            lines[-3:])
+        self.assertIn('worker fixed live-migrate-pre-fails failed: worker '
+                      'exit 3; 1 runs without a record', lines)
+
+    def test_default_deadline(self):
+        self.useFixture(fixtures.MonkeyPatch('os.cpu_count', lambda: 2))
+        # The CI subset: 2 operations, 2 sides, the delete variant.
+        self.assertEqual(300 + 480 * 4 // 2, explore.default_deadline(
+            [None] * 4, ['delete'], 2))
+        # More jobs than cores do not shorten it.
+        self.assertEqual(300 + 480 * 4 * 2 // 2, explore.default_deadline(
+            [None] * 4, ['delete', 'down'], 4))
