@@ -121,6 +121,58 @@ class RevertThenDeleteTest(_DeletedMoveTestBase):
         self.assert_server_left_nothing(server)
 
 
+class DeleteDuringDestinationRevertTest(_DeletedMoveTestBase):
+    """Regression test for bug 1848343: sequence 1, second variant: the
+    server is deleted while the destination's revert_resize runs.
+
+    1. A cold migration finishes: VERIFY_RESIZE; the migration consumer
+       holds the source node, the instance consumer the destination.
+    2. The user reverts. The destination's revert_resize starts and is
+       held there.
+    3. The user deletes the server, and the DELETE returns. The migration
+       is 'reverting', so the API's confirm-on-delete leaves it alone; the
+       destination deletes the server (revert_resize does not hold the
+       instance lock) and removes the instance consumer only.
+    4. revert_resize goes on and casts finish_revert_resize to the source,
+       which fails on the deleted instance (or moves the migration's
+       allocations to the deleted server): nothing removes what the
+       migration consumer holds on the source node.
+    """
+
+    def _hold_revert_resize(self):
+        """Hold the destination's revert_resize when it starts.
+
+        :returns: (holding, release, done): holding is set once
+            revert_resize has started and waits; set release to let it go
+            on; done is set once it has returned (or raised).
+        """
+        holding = threading.Event()
+        release = threading.Event()
+        done = self.watch(compute_manager.ComputeManager, 'revert_resize',
+                          before=lambda: (holding.set(),
+                                          release.wait(TIMEOUT)))
+        # Cleanups run last first: revert_resize is let go before the
+        # services stop.
+        self.addCleanup(release.set)
+        return holding, release, done
+
+    def test_delete_during_revert_resize_at_destination(self):
+        server, source, target = self._create_server()
+        self._migrate_server(server)
+        holding, release, reverted = self._hold_revert_resize()
+        finished = self.watch(compute_manager.ComputeManager,
+                              'finish_revert_resize')
+
+        self.api.post_server_action(server['id'], {'revertResize': None})
+        self.wait_for(holding, 'revert_resize on %s' % target, TIMEOUT)
+        self.delete_server_and_wait(server)
+        release.set()
+        self.wait_for(reverted, 'revert_resize on %s' % target, TIMEOUT)
+        self.wait_for(finished, 'finish_revert_resize on %s' % source,
+                      TIMEOUT)
+        self.assert_server_left_nothing(server)
+
+
 class LiveMigrationCompletesAfterDeleteTest(_DeletedMoveTestBase):
     """Regression test for bug 1848343: sequence 2, a live migration
     completes after the server was deleted.
