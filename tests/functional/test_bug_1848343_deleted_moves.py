@@ -358,3 +358,67 @@ class UnshelveAfterDeleteTest(_DeletedMoveTestBase):
         self.wait_for(scheduled, 'the conductor', TIMEOUT)
         self.wait_for(unshelved, 'unshelve_instance on the compute', TIMEOUT)
         self.assert_server_left_nothing(server)
+
+
+class LiveServerMovesTest(_DeletedMoveTestBase):
+    """No regression for bug 1848343's fixes: a move that completes with
+    no delete leaves the server exactly its allocations, on its new host,
+    and nothing for its migration.
+
+    The delete paths now remove the allocations of a server's migrations
+    and the late writers (a revert, a rebuild, an unshelve) check whether
+    the server is deleted after writing: none of that may touch a live
+    server. A revert is LiveServerRevertTest.test_finish_revert_resize's.
+    """
+
+    recreates = False
+
+    def _assert_allocated_on(self, server, host):
+        """The server is on ``host`` and holds exactly its flavor there;
+        nothing else is allocated, on any host; so again once the deleted
+        rows are archived and the resource trackers have run.
+        """
+        for settled in (False, True):
+            if settled:
+                self.archive_and_run_periodics()
+            server = self.api.get_server(server['id'])
+            self.assertEqual(host, server['OS-EXT-SRV-ATTR:host'])
+            self.assertFlavorMatchesAllocation(
+                server['flavor'], server['id'],
+                self._get_provider_uuid_by_host(host))
+            for other in set(self.computes) - {host}:
+                self.assertEqual({}, self._get_allocations_by_provider_uuid(
+                    self._get_provider_uuid_by_host(other)))
+            self.assertEqual([server['id']], list(self._all_allocations()))
+            self.assert_no_leaked_allocations()
+
+    def test_live_migration_completes(self):
+        server, source, target = self._create_server()
+        self.live_migrate_to(server, target)
+        self._assert_allocated_on(server, target)
+
+    def test_evacuation(self):
+        """The evacuated server holds the source node too until the source
+        compute comes back and cleans up what was evacuated from it.
+        """
+        server, source, target = self._create_server()
+        compute = self.computes[source]
+        compute.stop()
+        self.admin_api.put_service(compute.service_ref.uuid,
+                                   {'forced_down': 'true'})
+        self.admin_api.post_server_action(server['id'], {'evacuate': {}})
+        self._wait_for_migration_status(server, ['done'])
+        server = self._wait_for_server_parameter(server, {
+            'OS-EXT-SRV-ATTR:host': target, 'OS-EXT-STS:task_state': None})
+
+        self.computes[source] = self.restart_compute_service(compute)
+        self.admin_api.put_service(compute.service_ref.uuid,
+                                   {'forced_down': 'false'})
+        self._assert_allocated_on(server, target)
+
+    def test_unshelve(self):
+        server, source, target = self._create_server()
+        self._shelve_server(server)
+        self.assertEqual({}, self._all_allocations())
+        server = self._unshelve_server(server)
+        self._assert_allocated_on(server, server['OS-EXT-SRV-ATTR:host'])
