@@ -35,10 +35,15 @@ nothing removes a migration consumer's: the resource tracker heals
 instance consumers only, and the migration row goes with its instance.
 """
 
+import io
 import threading
+from unittest import mock
 
+from nova.cmd import manage
 from nova.compute import manager as compute_manager
 from nova.conductor import manager as conductor_manager
+from nova import objects
+from nova.tests.functional.api import client as api_client
 from nova.tests.functional import integrated_helpers
 
 from nova_fixes import registry
@@ -171,6 +176,150 @@ class DeleteDuringDestinationRevertTest(_DeletedMoveTestBase):
         self.wait_for(finished, 'finish_revert_resize on %s' % source,
                       TIMEOUT)
         self.assert_server_left_nothing(server)
+
+
+class ProcessDied(Exception):
+    """Injected where a test makes a process die: nothing it would have
+    done next runs.
+    """
+
+
+class LocalDeleteDiesTest(_DeletedMoveTestBase):
+    """Out of reach for bug 1848343: the API deleting a server locally
+    dies after the instance's deletion is committed and before it removes
+    the allocations of the server's migrations.
+
+    The fixes remove a migration's allocations in the delete paths, right
+    after the instance's own: no step of the move that fails on the
+    deleted instance can be counted on to do it. The compute's delete
+    records DELETED, removes the allocations (the migrations' included)
+    and only then destroys the record: a compute that dies in between
+    finishes the delete when it starts again (init_host). The API's local
+    delete, when the server's compute is down, destroys the record and
+    then removes the migrations' allocations: an API that dies in
+    between leaves the migration consumer holding the source node, and
+    nothing left names it. The record is destroyed, its migrations with
+    it; no request comes back to the delete; the resource tracker never
+    heals migration consumers.
+
+    The remedy is the operator's: ``nova-manage placement audit
+    --delete`` deletes the allocations of a compute node whose consumer
+    is neither an instance on that node nor a migration in progress (a
+    deleted migration is not in progress). This test shows the leak with
+    and without the fixes, and that the audit removes it.
+    """
+
+    out_of_reach = True
+
+    def _die_after_destroy(self, server):
+        """The process destroying ``server``'s instance record dies right
+        after the destroy is committed.
+
+        :returns: an event set once it died
+        """
+        died = threading.Event()
+        self.addCleanup(died.set)
+        original = objects.Instance.destroy
+
+        def destroy(instance, *args, **kwargs):
+            result = original(instance, *args, **kwargs)
+            if instance.uuid == server['id']:
+                died.set()
+                raise ProcessDied()
+            return result
+
+        self.stub_out('nova.objects.instance.Instance.destroy', destroy)
+        return died
+
+    def _revert_resize_goes_down(self):
+        """The destination compute goes down in revert_resize: it does
+        nothing of it.
+
+        :returns: an event set once it went down
+        """
+        down = threading.Event()
+
+        def revert_resize(*args, **kwargs):
+            down.set()
+            raise ProcessDied()
+
+        self.stub_out('nova.compute.manager.ComputeManager.revert_resize',
+                      revert_resize)
+        return down
+
+    def _migration_uuids(self, server):
+        uuids = []
+        for cctxt in self._cell_contexts():
+            uuids.extend(mig.uuid for mig in objects.MigrationList.
+                         get_by_filters(cctxt,
+                                        {'instance_uuid': server['id']}))
+        return uuids
+
+    def _audit(self, delete):
+        out = io.StringIO()
+        with mock.patch('sys.stdout', out):
+            result = manage.PlacementCommands().audit(verbose=True,
+                                                      delete=delete)
+        return result, out.getvalue()
+
+    def test_api_dies_before_removing_the_migration_allocations(self):
+        """1. A cold migration finishes: VERIFY_RESIZE.
+        2. The user reverts; the destination compute goes down in its
+           revert_resize: it does nothing more.
+        3. The user deletes the server; its compute is down, so the API
+           deletes it locally: it removes the instance consumer, destroys
+           the record and dies.
+        4. The migration consumer is left on the source, and stays once
+           the destination compute is back, after archive and the
+           periodics.
+        5. placement audit finds it (dry run), then deletes it.
+        """
+        server, source, target = self._create_server()
+        self._migrate_server(server)
+        [migration] = self._migration_uuids(server)
+        source_rp = self._get_provider_uuid_by_host(source)
+        down = self._revert_resize_goes_down()
+
+        self.api.post_server_action(server['id'], {'revertResize': None})
+        self.wait_for(down, 'revert_resize on %s' % target, TIMEOUT)
+        compute = self.computes[target]
+        compute.stop()
+        self.api.put_service(compute.service_ref.uuid,
+                             {'forced_down': 'true'})
+        died = self._die_after_destroy(server)
+        self.assertRaises(api_client.OpenStackApiException,
+                          self.api.delete_server, server['id'])
+        self.wait_for(died, 'the local delete', TIMEOUT)
+        self.assertRaises(api_client.OpenStackApiNotFoundException,
+                          self.api.get_server, server['id'])
+
+        # The leak, on any nova.
+        self.assertEqual({}, self._get_allocations_by_server_uuid(
+            server['id']))
+        leaked = self._get_allocations_by_server_uuid(migration)
+        self.assertEqual([source_rp], list(leaked))
+        self.assertFlavorMatchesAllocation(server['flavor'], migration,
+                                           source_rp)
+        self.computes[target] = self.restart_compute_service(compute)
+        self.api.put_service(compute.service_ref.uuid,
+                             {'forced_down': 'false'})
+        self.archive_and_run_periodics()
+        self.assertEqual(leaked, self._get_allocations_by_server_uuid(
+            migration))
+
+        # The remedy.
+        result, output = self._audit(delete=False)
+        self.assertEqual(3, result, output)
+        self.assertIn(migration, output)
+        self.assertEqual(leaked, self._get_allocations_by_server_uuid(
+            migration))
+        result, output = self._audit(delete=True)
+        self.assertEqual(4, result, output)
+        self.assertIn('Deleted allocations for consumer UUID %s'
+                      % migration, output)
+        self.assertEqual({}, self._all_allocations())
+        result, output = self._audit(delete=False)
+        self.assertEqual(0, result, output)
 
 
 class LiveMigrationCompletesAfterDeleteTest(_DeletedMoveTestBase):
