@@ -73,6 +73,11 @@ for any of its migrations.
   holds none (nova's move_allocations fails on a source consumer that
   does not exist).
 
+An API that dies between destroying a server's record in its local
+delete and removing the allocations of its migrations leaves them, with
+no record of nova naming them: nova-manage placement audit --delete
+finds them (see the release note).
+
 nova's regression test for the bug asserted the leak under a FIXME, and
 four tests of ConsumerGenerationConflictTest asserted that the
 migration's allocations outlive the deleted server; they now assert
@@ -320,7 +325,8 @@ FIX = registry.Fix(
     notes=('bug-1848343-revert-allocations-deleted-server-'
            '5c1e0d7a2b9f4e61.yaml',
            'bug-1848343-delete-during-move-ba69de04f8550a14.yaml',
-           'bug-1848343-writes-after-delete-81133b470adc2a06.yaml'),
+           'bug-1848343-writes-after-delete-81133b470adc2a06.yaml',
+           'bug-1848343-local-delete-dies-42ee24f86d566c87.yaml'),
     patch=registry.Patch(
         slug='Do-not-leak-allocations-reverting-a-deleted-server-s-move',
         subject="Do not leak allocations reverting a deleted server's move",

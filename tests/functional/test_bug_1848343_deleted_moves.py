@@ -35,10 +35,15 @@ nothing removes a migration consumer's: the resource tracker heals
 instance consumers only, and the migration row goes with its instance.
 """
 
+import io
 import threading
+from unittest import mock
 
+from nova.cmd import manage
 from nova.compute import manager as compute_manager
 from nova.conductor import manager as conductor_manager
+from nova import objects
+from nova.tests.functional.api import client as api_client
 from nova.tests.functional import integrated_helpers
 
 from nova_fixes import registry
@@ -119,6 +124,202 @@ class RevertThenDeleteTest(_DeletedMoveTestBase):
         self.api.post_server_action(server['id'], {'revertResize': None})
         self.wait_for(reverted, 'finish_revert_resize', TIMEOUT)
         self.assert_server_left_nothing(server)
+
+
+class DeleteDuringDestinationRevertTest(_DeletedMoveTestBase):
+    """Regression test for bug 1848343: sequence 1, second variant: the
+    server is deleted while the destination's revert_resize runs.
+
+    1. A cold migration finishes: VERIFY_RESIZE; the migration consumer
+       holds the source node, the instance consumer the destination.
+    2. The user reverts. The destination's revert_resize starts and is
+       held there.
+    3. The user deletes the server, and the DELETE returns. The migration
+       is 'reverting', so the API's confirm-on-delete leaves it alone; the
+       destination deletes the server (revert_resize does not hold the
+       instance lock) and removes the instance consumer only.
+    4. revert_resize goes on and casts finish_revert_resize to the source,
+       which fails on the deleted instance (or moves the migration's
+       allocations to the deleted server): nothing removes what the
+       migration consumer holds on the source node.
+    """
+
+    def _hold_revert_resize(self):
+        """Hold the destination's revert_resize when it starts.
+
+        :returns: (holding, release, done): holding is set once
+            revert_resize has started and waits; set release to let it go
+            on; done is set once it has returned (or raised).
+        """
+        holding = threading.Event()
+        release = threading.Event()
+        done = self.watch(compute_manager.ComputeManager, 'revert_resize',
+                          before=lambda: (holding.set(),
+                                          release.wait(TIMEOUT)))
+        # Cleanups run last first: revert_resize is let go before the
+        # services stop.
+        self.addCleanup(release.set)
+        return holding, release, done
+
+    def test_delete_during_revert_resize_at_destination(self):
+        server, source, target = self._create_server()
+        self._migrate_server(server)
+        holding, release, reverted = self._hold_revert_resize()
+        finished = self.watch(compute_manager.ComputeManager,
+                              'finish_revert_resize')
+
+        self.api.post_server_action(server['id'], {'revertResize': None})
+        self.wait_for(holding, 'revert_resize on %s' % target, TIMEOUT)
+        self.delete_server_and_wait(server)
+        release.set()
+        self.wait_for(reverted, 'revert_resize on %s' % target, TIMEOUT)
+        self.wait_for(finished, 'finish_revert_resize on %s' % source,
+                      TIMEOUT)
+        self.assert_server_left_nothing(server)
+
+
+class ProcessDied(Exception):
+    """Injected where a test makes a process die: nothing it would have
+    done next runs.
+    """
+
+
+class LocalDeleteDiesTest(_DeletedMoveTestBase):
+    """Out of reach for bug 1848343: the API deleting a server locally
+    dies after the instance's deletion is committed and before it removes
+    the allocations of the server's migrations.
+
+    The fixes remove a migration's allocations in the delete paths, right
+    after the instance's own: no step of the move that fails on the
+    deleted instance can be counted on to do it. The compute's delete
+    records DELETED, removes the allocations (the migrations' included)
+    and only then destroys the record: a compute that dies in between
+    finishes the delete when it starts again (init_host). The API's local
+    delete, when the server's compute is down, destroys the record and
+    then removes the migrations' allocations: an API that dies in
+    between leaves the migration consumer holding the source node, and
+    nothing left names it. The record is destroyed, its migrations with
+    it; no request comes back to the delete; the resource tracker never
+    heals migration consumers.
+
+    The remedy is the operator's: ``nova-manage placement audit
+    --delete`` deletes the allocations of a compute node whose consumer
+    is neither an instance on that node nor a migration in progress (a
+    deleted migration is not in progress). This test shows the leak with
+    and without the fixes, and that the audit removes it.
+    """
+
+    out_of_reach = True
+
+    def _die_after_destroy(self, server):
+        """The process destroying ``server``'s instance record dies right
+        after the destroy is committed.
+
+        :returns: an event set once it died
+        """
+        died = threading.Event()
+        self.addCleanup(died.set)
+        original = objects.Instance.destroy
+
+        def destroy(instance, *args, **kwargs):
+            result = original(instance, *args, **kwargs)
+            if instance.uuid == server['id']:
+                died.set()
+                raise ProcessDied()
+            return result
+
+        self.stub_out('nova.objects.instance.Instance.destroy', destroy)
+        return died
+
+    def _revert_resize_goes_down(self):
+        """The destination compute goes down in revert_resize: it does
+        nothing of it.
+
+        :returns: an event set once it went down
+        """
+        down = threading.Event()
+
+        def revert_resize(*args, **kwargs):
+            down.set()
+            raise ProcessDied()
+
+        self.stub_out('nova.compute.manager.ComputeManager.revert_resize',
+                      revert_resize)
+        return down
+
+    def _migration_uuids(self, server):
+        uuids = []
+        for cctxt in self._cell_contexts():
+            uuids.extend(mig.uuid for mig in objects.MigrationList.
+                         get_by_filters(cctxt,
+                                        {'instance_uuid': server['id']}))
+        return uuids
+
+    def _audit(self, delete):
+        out = io.StringIO()
+        with mock.patch('sys.stdout', out):
+            result = manage.PlacementCommands().audit(verbose=True,
+                                                      delete=delete)
+        return result, out.getvalue()
+
+    def test_api_dies_before_removing_the_migration_allocations(self):
+        """1. A cold migration finishes: VERIFY_RESIZE.
+        2. The user reverts; the destination compute goes down in its
+           revert_resize: it does nothing more.
+        3. The user deletes the server; its compute is down, so the API
+           deletes it locally: it removes the instance consumer, destroys
+           the record and dies.
+        4. The migration consumer is left on the source, and stays once
+           the destination compute is back, after archive and the
+           periodics.
+        5. placement audit finds it (dry run), then deletes it.
+        """
+        server, source, target = self._create_server()
+        self._migrate_server(server)
+        [migration] = self._migration_uuids(server)
+        source_rp = self._get_provider_uuid_by_host(source)
+        down = self._revert_resize_goes_down()
+
+        self.api.post_server_action(server['id'], {'revertResize': None})
+        self.wait_for(down, 'revert_resize on %s' % target, TIMEOUT)
+        compute = self.computes[target]
+        compute.stop()
+        self.api.put_service(compute.service_ref.uuid,
+                             {'forced_down': 'true'})
+        died = self._die_after_destroy(server)
+        self.assertRaises(api_client.OpenStackApiException,
+                          self.api.delete_server, server['id'])
+        self.wait_for(died, 'the local delete', TIMEOUT)
+        self.assertRaises(api_client.OpenStackApiNotFoundException,
+                          self.api.get_server, server['id'])
+
+        # The leak, on any nova.
+        self.assertEqual({}, self._get_allocations_by_server_uuid(
+            server['id']))
+        leaked = self._get_allocations_by_server_uuid(migration)
+        self.assertEqual([source_rp], list(leaked))
+        self.assertFlavorMatchesAllocation(server['flavor'], migration,
+                                           source_rp)
+        self.computes[target] = self.restart_compute_service(compute)
+        self.api.put_service(compute.service_ref.uuid,
+                             {'forced_down': 'false'})
+        self.archive_and_run_periodics()
+        self.assertEqual(leaked, self._get_allocations_by_server_uuid(
+            migration))
+
+        # The remedy.
+        result, output = self._audit(delete=False)
+        self.assertEqual(3, result, output)
+        self.assertIn(migration, output)
+        self.assertEqual(leaked, self._get_allocations_by_server_uuid(
+            migration))
+        result, output = self._audit(delete=True)
+        self.assertEqual(4, result, output)
+        self.assertIn('Deleted allocations for consumer UUID %s'
+                      % migration, output)
+        self.assertEqual({}, self._all_allocations())
+        result, output = self._audit(delete=False)
+        self.assertEqual(0, result, output)
 
 
 class LiveMigrationCompletesAfterDeleteTest(_DeletedMoveTestBase):
@@ -306,3 +507,67 @@ class UnshelveAfterDeleteTest(_DeletedMoveTestBase):
         self.wait_for(scheduled, 'the conductor', TIMEOUT)
         self.wait_for(unshelved, 'unshelve_instance on the compute', TIMEOUT)
         self.assert_server_left_nothing(server)
+
+
+class LiveServerMovesTest(_DeletedMoveTestBase):
+    """No regression for bug 1848343's fixes: a move that completes with
+    no delete leaves the server exactly its allocations, on its new host,
+    and nothing for its migration.
+
+    The delete paths now remove the allocations of a server's migrations
+    and the late writers (a revert, a rebuild, an unshelve) check whether
+    the server is deleted after writing: none of that may touch a live
+    server. A revert is LiveServerRevertTest.test_finish_revert_resize's.
+    """
+
+    recreates = False
+
+    def _assert_allocated_on(self, server, host):
+        """The server is on ``host`` and holds exactly its flavor there;
+        nothing else is allocated, on any host; so again once the deleted
+        rows are archived and the resource trackers have run.
+        """
+        for settled in (False, True):
+            if settled:
+                self.archive_and_run_periodics()
+            server = self.api.get_server(server['id'])
+            self.assertEqual(host, server['OS-EXT-SRV-ATTR:host'])
+            self.assertFlavorMatchesAllocation(
+                server['flavor'], server['id'],
+                self._get_provider_uuid_by_host(host))
+            for other in set(self.computes) - {host}:
+                self.assertEqual({}, self._get_allocations_by_provider_uuid(
+                    self._get_provider_uuid_by_host(other)))
+            self.assertEqual([server['id']], list(self._all_allocations()))
+            self.assert_no_leaked_allocations()
+
+    def test_live_migration_completes(self):
+        server, source, target = self._create_server()
+        self.live_migrate_to(server, target)
+        self._assert_allocated_on(server, target)
+
+    def test_evacuation(self):
+        """The evacuated server holds the source node too until the source
+        compute comes back and cleans up what was evacuated from it.
+        """
+        server, source, target = self._create_server()
+        compute = self.computes[source]
+        compute.stop()
+        self.admin_api.put_service(compute.service_ref.uuid,
+                                   {'forced_down': 'true'})
+        self.admin_api.post_server_action(server['id'], {'evacuate': {}})
+        self._wait_for_migration_status(server, ['done'])
+        server = self._wait_for_server_parameter(server, {
+            'OS-EXT-SRV-ATTR:host': target, 'OS-EXT-STS:task_state': None})
+
+        self.computes[source] = self.restart_compute_service(compute)
+        self.admin_api.put_service(compute.service_ref.uuid,
+                                   {'forced_down': 'false'})
+        self._assert_allocated_on(server, target)
+
+    def test_unshelve(self):
+        server, source, target = self._create_server()
+        self._shelve_server(server)
+        self.assertEqual({}, self._all_allocations())
+        server = self._unshelve_server(server)
+        self._assert_allocated_on(server, server['OS-EXT-SRV-ATTR:host'])

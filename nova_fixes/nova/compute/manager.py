@@ -109,9 +109,12 @@ def _complete_deletion(self, context, instance):
     server deleted during a move (a revert not finished yet, a live
     migration about to complete) also has a migration consumer holding
     the source node, and the step that would have removed it fails on the
-    deleted instance. The instance is destroyed by now, with its
-    migration rows: their allocations are removed here, whatever the
-    status of the migrations (see delete_allocations_of_migrations).
+    deleted instance. The instance is recorded DELETED by now, and its
+    record (its migration rows with it) is destroyed only once this
+    returns, so a compute that dies before completes the delete when it
+    starts again (init_host): the migrations' allocations are removed
+    here, whatever the status of the migrations (see
+    delete_allocations_of_migrations).
     """
     self._complete_deletion_of_instance(context, instance)
     compute_utils.delete_allocations_of_migrations(
