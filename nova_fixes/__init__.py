@@ -19,6 +19,7 @@ from nova_fixes.activation import activate  # noqa: F401
 from nova_fixes.activation import active_fixes  # noqa: F401
 from nova_fixes.activation import deactivate  # noqa: F401
 from nova_fixes.errors import NovaFixesError  # noqa: F401
+from nova_fixes.errors import NovaNotInstalled  # noqa: F401
 from nova_fixes.errors import TargetMismatch  # noqa: F401
 from nova_fixes.errors import UnknownFix  # noqa: F401
 from nova_fixes.errors import UnknownSeries  # noqa: F401

@@ -53,7 +53,16 @@ class Activation(list):
 
 
 def nova_version():
-    from nova import version
+    """The installed nova's version string, or NovaNotInstalled."""
+    try:
+        from nova import version
+    except ImportError as e:
+        if getattr(e, 'name', None) == 'nova':
+            reason = 'nova is not installed'
+        else:
+            reason = 'nova cannot be imported (%s)' % e
+        raise errors.NovaNotInstalled(
+            sys.executable, reason, registry.SUPPORTED_SERIES) from e
     return version.version_string()
 
 
@@ -165,6 +174,7 @@ def activate(bugs=None, services=None):
     does not run. Idempotent: targets already active are left as they
     are. Returns the bug ids with a target this call activated.
 
+    :raises NovaNotInstalled: nova cannot be imported
     :raises UnsupportedNova: the running nova is not of a supported series
     :raises TargetMismatch: a target's original is not the recorded one;
         nothing is patched then

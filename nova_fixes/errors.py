@@ -28,6 +28,23 @@ class UnsupportedNova(NovaFixesError):
             'Nothing was patched.' % (version, ', '.join(supported)))
 
 
+class NovaNotInstalled(NovaFixesError, ImportError):
+    """nova cannot be imported by the Python running nova-fixes.
+
+    An ImportError too, so code that guarded the import of nova keeps
+    working.
+    """
+
+    def __init__(self, python, reason, supported):
+        self.python = python
+        self.reason = reason
+        self.supported = supported
+        super().__init__(
+            '%s; install nova of a supported series (%s) in this Python '
+            '(%s), or run nova-fixes with the Python nova runs on. Nothing '
+            'was patched.' % (reason, ', '.join(supported), python))
+
+
 class UnknownSeries(NovaFixesError):
     """A series name that nova-fixes does not know."""
 

@@ -24,23 +24,38 @@ process, the fake virt driver):
   deleted, 5 whose record names another host, 5 with no record at all.
   Each task must report exactly its own guests (the deleted ones; the
   foreign and unknown ones), or the benchmark fails. CPU seconds of the
-  calling thread, median of --repeat runs, the two tasks alternating
-  which one runs first.
+  scanning thread (time.thread_time(): a scan makes its database reads
+  and driver calls in the thread that runs it, while the process's other
+  threads serve the other nova services meanwhile), median of --repeat
+  runs, the two tasks alternating which one runs first.
 * operation rows: one server operation through the API, on vanilla nova
   and with every drop-in activated: placement requests and database
   statements from the API call until the operation has settled (the
-  test's own polling of the API is not counted).
+  test's own polling of the API is not counted). "migrate rolled back"
+  is a live server's cold migration that finds no host after the
+  conductor moved the server's allocations to the migration: the
+  conductor's rollback moves them back (checked).
+* activation rows: nova_fixes.activate() for the code of one service
+  (compute, conductor, api) or of all, in this process where the
+  fixtures have imported every service's nova modules already; vanilla
+  has nothing to do (n/a). CPU milliseconds of the activating thread,
+  median of --repeat runs, each followed by deactivate(); every run
+  checks that each target of those services was patched, and put back
+  after. Wall milliseconds are printed below the table.
 
 Statements are the SELECT/INSERT/UPDATE/DELETE sent to the databases
 (SQLite's BEGIN, SAVEPOINT and the like are not). Placement requests are
 those of nova's report client.
 
-Usage: python tools/bench.py [--repeat N] [--guests N [N ...]]
+Usage: python tools/bench.py [--repeat N] [--op-repeat N]
+    [--guests N [N ...]] [--only scans|operations|activation ...]
+    [--operation NAME ...]
 """
 
 import argparse
 import collections
 import datetime
+import importlib
 import logging
 import os
 import statistics
@@ -50,6 +65,11 @@ import time
 import unittest
 
 os.environ['NOVA_FIXES_MODE'] = 'vanilla'  # the benchmark activates itself
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))))
+
+# First: its import filters the warnings nova's own imports print.
+import tests as _filters  # noqa: E402,F401
 
 import fixtures  # noqa: E402
 from nova.compute import power_state  # noqa: E402
@@ -58,22 +78,23 @@ from nova.db.api import api as api_db_api  # noqa: E402
 from nova.db.api import models as api_models  # noqa: E402
 from nova.db.main import api as db_api  # noqa: E402
 from nova.db.main import models  # noqa: E402
+from nova import exception  # noqa: E402
 from nova.scheduler.client import report  # noqa: E402
 from nova.virt import fake  # noqa: E402
 from oslo_utils import uuidutils  # noqa: E402
 import sqlalchemy as sa  # noqa: E402
 from sqlalchemy import event  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__))))
-
 import nova_fixes  # noqa: E402
+from nova_fixes import activation  # noqa: E402
 from nova_fixes.nova.compute import manager as fixes_manager  # noqa: E402
+from nova_fixes import registry  # noqa: E402
 from tests.functional import test_orphan_instances  # noqa: E402
 
 ARGS = None
 ROWS = []
 CALLS = []
+WALL_MS = {}  # activation set -> median wall ms
 SPECIAL = 5  # deleted, foreign and unknown guests of each scan
 TIMEOUT = 120  # seconds an operation may take on a busy machine
 _VERBS = ('SELECT', 'INSERT', 'UPDATE', 'DELETE')
@@ -252,9 +273,12 @@ class Benchmark(test_orphan_instances._OrphanTestBase):
                 # A scan runs in the calling thread: what other threads do
                 # meanwhile (service heartbeats) is not the scan's.
                 self.counter.start(only_main=True)
-                start = time.process_time()
+                # This thread's CPU only (the scan makes its database
+                # reads and virt driver calls here), not the other
+                # service threads' of the process.
+                start = time.thread_time()
                 run(manager, cctxt)
-                cpu = time.process_time() - start
+                cpu = time.thread_time() - start
                 requests, statements = self.counter.stop()
         finally:
             logging.getLogger().removeHandler(records)
@@ -406,13 +430,58 @@ class Benchmark(test_orphan_instances._OrphanTestBase):
             release.set()
         return result
 
+    def _op_migrate_rollback(self):
+        """A live server's cold migration that fails in the conductor
+        after it moved the server's allocations to the migration (no
+        host found): the conductor's rollback moves them back.
+        """
+        from nova.conductor import manager as conductor_manager
+        server = self._create_server(host='host1', networks='none')
+        done = threading.Event()
+        cold_migrate = conductor_manager.ComputeTaskManager._cold_migrate
+
+        def settled_cold_migrate(*args, **kwargs):
+            try:
+                return cold_migrate(*args, **kwargs)
+            finally:
+                done.set()
+
+        def no_host(task):
+            raise exception.NoValidHost(reason='benchmark: no host')
+
+        with fixtures.MonkeyPatch(
+                'nova.conductor.manager.ComputeTaskManager._cold_migrate',
+                settled_cold_migrate), fixtures.MonkeyPatch(
+                'nova.conductor.tasks.migrate.MigrationTask._schedule',
+                no_host):
+            result = self._measured(
+                lambda: self.api.post_server_action(server['id'],
+                                                    {'migrate': None}),
+                lambda: self.assertTrue(done.wait(TIMEOUT)))
+        migration, = [m for m in self.api.get_migrations()
+                      if m['instance_uuid'] == server['id']]
+        self.assertEqual('error', migration['status'])
+        # The server's allocations are back on it, none left on the
+        # migration.
+        self.assertFlavorMatchesAllocation(
+            server['flavor'], server['id'],
+            self._get_provider_uuid_by_host('host1'))
+        self.assertEqual({}, self._get_allocations_by_server_uuid(
+            migration['uuid']))
+        return self._done(server, result)
+
+    OPERATIONS = (('migrate', '_op_migrate'),
+                  ('resize', '_op_resize'),
+                  ('revert resize', '_op_revert'),
+                  ('live migration', '_op_live_migration'),
+                  ('migrate rolled back', '_op_migrate_rollback'),
+                  ('delete', '_op_delete'),
+                  ('delete in BUILD', '_op_build_delete'))
+
     def test_operations(self):
-        operations = (('migrate', self._op_migrate),
-                      ('resize', self._op_resize),
-                      ('revert resize', self._op_revert),
-                      ('live migration', self._op_live_migration),
-                      ('delete', self._op_delete),
-                      ('delete in BUILD', self._op_build_delete))
+        operations = [(name, getattr(self, method))
+                      for name, method in self.OPERATIONS
+                      if not ARGS.operation or name in ARGS.operation]
         for name, op in operations:
             counts = {False: [], True: []}
             for i in range(ARGS.op_repeat):
@@ -430,8 +499,98 @@ class Benchmark(test_orphan_instances._OrphanTestBase):
                          (sorted(set(c[1] for c in counts[False])),
                           sorted(set(c[1] for c in counts[True])))))
 
+    # -- activation ----------------------------------------------------
+
+    def _patched(self, services):
+        """{target path: whether it is what an activation must make it}
+        of the targets of these services: the drop-in (or, for a periodic
+        task, registered on its class).
+        """
+        series = activation.series_of(activation.nova_version())
+        patched = {}
+        for fix in nova_fixes.FIXES:
+            for target in registry.targets_of(fix, series):
+                if not services.intersection(target.services):
+                    continue
+                owner, name = activation._resolve(target.path)
+                if target.periodic:
+                    ok = name in dict(getattr(owner, '_periodic_tasks', ()))
+                else:
+                    ok = (vars(owner).get(name, None) is
+                          activation._replacement(target))
+                patched[target.path] = ok
+        return patched
+
+    def _untouched(self):
+        """[target path] of the targets that are not nova's own."""
+        series = activation.series_of(activation.nova_version())
+        wrong = []
+        for fix in nova_fixes.FIXES:
+            for target in registry.targets_of(fix, series):
+                owner, name = activation._resolve(target.path)
+                present = name in vars(owner)
+                if target.new:
+                    if present or name in dict(
+                            getattr(owner, '_periodic_tasks', ())):
+                        wrong.append(target.path)
+                elif (not present or vars(owner)[name] is
+                        activation._replacement(target)):
+                    wrong.append(target.path)
+        return wrong
+
+    def test_activation(self):
+        """nova_fixes.activate() per service, in this process where the
+        services' nova modules are imported already (the fixtures started
+        every service): CPU of this thread, where activation does all its
+        work (and wall time, for the footnote), each run followed by
+        deactivate(), every target checked patched and then put back.
+        """
+        series = activation.series_of(activation.nova_version())
+        for fix in nova_fixes.FIXES:
+            for target in registry.targets_of(fix, series):
+                importlib.import_module(target.module)
+        self.assertEqual([], nova_fixes.active_fixes())
+        self.assertEqual([], self._untouched())
+        for label, services in ACTIVATION_SETS:
+            wanted = set(services or registry.SERVICES)
+            expected = [fix.bug for fix in nova_fixes.FIXES if any(
+                wanted.intersection(target.services)
+                for target in registry.targets_of(fix, series))]
+            times, walls = [], []
+            for _ in range(ARGS.repeat):
+                self.counter.start()
+                start, wall = time.thread_time(), time.perf_counter()
+                bugs = nova_fixes.activate(services=services)
+                elapsed = time.thread_time() - start
+                walls.append((time.perf_counter() - wall) * 1000)
+                counts = self.counter.stop()
+                self.assertEqual(expected, bugs)
+                patched = self._patched(wanted)
+                self.assertNotEqual({}, patched)
+                self.assertEqual([], [path for path, ok in patched.items()
+                                      if not ok],
+                                 'activate(services=%s) left these targets '
+                                 'unpatched' % (services,))
+                self.assertEqual((0, 0), counts)
+                times.append(elapsed * 1000)
+                nova_fixes.deactivate()
+                self.assertEqual([], nova_fixes.active_fixes())
+                self.assertEqual([], self._untouched(),
+                                 'deactivate() left these targets patched')
+            ROWS.append(('activate %s (CPU ms)' % label, None,
+                         statistics.median(times), ('-', counts[0]),
+                         ('-', counts[1])))
+            WALL_MS[label] = statistics.median(walls)
+
+
+#: (label, services argument of activate()) of the activation rows.
+ACTIVATION_SETS = (('compute', ['compute']), ('conductor', ['conductor']),
+                   ('api', ['api']), ('all', None))
+
 
 def _figure(value):
+    if value is None:
+        return 'n/a'
     return '%.3f' % value if isinstance(value, float) else '%g' % value
 
 
@@ -456,6 +615,10 @@ def print_table(rows):
                         enumerate(zip(line, widths))).rstrip())
 
 
+#: The parts of the benchmark, in the order they run (--only).
+PARTS = ('scans', 'operations', 'activation')
+
+
 def main(argv=None):
     global ARGS
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
@@ -465,15 +628,20 @@ def main(argv=None):
                         help='runs per operation and nova (median)')
     parser.add_argument('--guests', type=int, nargs='+',
                         default=[1000, 10000], help='guests per scan')
-    parser.add_argument('--only', choices=('scans', 'operations'),
-                        help='one half of the benchmark')
+    parser.add_argument('--only', choices=PARTS, action='append',
+                        help='only this part of the benchmark (repeat for '
+                             'several)')
+    parser.add_argument('--operation', action='append',
+                        choices=[name for name, _ in Benchmark.OPERATIONS],
+                        help='with the operations, only this one (repeat '
+                             'for several)')
     ARGS = parser.parse_args(argv)
     if min(ARGS.repeat, ARGS.op_repeat) < 1:
         parser.error('--repeat and --op-repeat must be at least 1')
     if min(ARGS.guests) < 3 * SPECIAL + 1:
         parser.error('--guests must be at least %d' % (3 * SPECIAL + 1))
-    tests = [name for name in ('test_scans', 'test_operations')
-             if ARGS.only is None or name == 'test_' + ARGS.only]
+    tests = ['test_' + part for part in PARTS
+             if not ARGS.only or part in ARGS.only]
     suite = unittest.TestSuite([Benchmark(name) for name in tests])
     result = unittest.TextTestRunner(stream=open(os.devnull, 'w')).run(
         suite)
@@ -486,9 +654,15 @@ def main(argv=None):
         for calls in CALLS:
             print(calls)
     print('vanilla: nova %s; scans: nova\'s running-deleted task, CPU s '
-          '(median of %d); operations: DB statements. requests and '
+          'of the scanning thread (median of %d); operations: DB '
+          'statements (median of %d); activate: CPU ms of the activating '
+          'thread (median of %d, each deactivated after). requests and '
           'statements: vanilla / nova-fixes.'
-          % (nova_fixes.activation.nova_version(), ARGS.repeat))
+          % (activation.nova_version(), ARGS.repeat, ARGS.op_repeat,
+             ARGS.repeat))
+    if WALL_MS:
+        print('activate, wall ms (median): %s.' % ', '.join(
+            '%s %.1f' % item for item in WALL_MS.items()))
     return 0
 
 

@@ -26,6 +26,7 @@ functions. This is test harness, not part of the installed nova_fixes.
 import importlib
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -38,6 +39,7 @@ import testtools
 from nova_fixes import activation
 from nova_fixes import fixes
 from tests import common
+from tests.recreate import worker
 
 FIXED_MODE = 'dropin'
 
@@ -145,13 +147,21 @@ def run_suite(tree, mode, test_path='tests/functional', concurrency=None,
                      total)
 
     with tempfile.NamedTemporaryFile('w', prefix='nova-fixes-ids-',
-                                     suffix='.txt') as id_file:
+                                     suffix='.txt') as id_file, \
+            tempfile.TemporaryDirectory(
+                prefix='nova-fixes-workers-') as worker_dir:
         id_file.write('\n'.join(test_ids) + '\n')
         id_file.flush()
         cmd = _stestr(tree, test_path, 'run', '--subunit', '--load-list',
                       id_file.name)
         if concurrency:
             cmd += ['--concurrency', str(concurrency)]
+        # stestr starts each worker as $PYTHON -m stestr.subunit_runner.run
+        # and ignores its exit status: worker.py runs it and records its
+        # stderr and its status.
+        env.update(PYTHON='%s %s' % (shlex.quote(sys.executable),
+                                     shlex.quote(WORKER_SCRIPT)))
+        env[worker.WORKER_DIR] = worker_dir
         proc = subprocess.Popen(cmd, cwd=tree, env=env,
                                 stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE)
@@ -166,11 +176,66 @@ def run_suite(tree, mode, test_path='tests/functional', concurrency=None,
         stream.stopTestRun()
         proc.wait()
         reader.join()
+        reports = worker_reports(worker_dir)
+    own = b''.join(stderr).decode(errors='replace')
+    if proc.returncode or own.strip():
+        reports.append(('stestr', proc.returncode, own))
     if not results:
         raise HarnessError('no test ran in mode %s (%s): %s' % (
             mode, ' '.join(cmd),
-            _last_line(b''.join(stderr).decode(errors='replace'))))
+            _last_line(*[text for _, _, text in reports])))
+    show_worker_reports(reports, phase_name(mode, without))
     return results
+
+
+#: The script stestr runs each test worker with (PYTHON).
+WORKER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                             'worker.py')
+
+
+def worker_reports(directory):
+    """[(name, exit status or None, stderr)] of the test workers that
+    exited non-zero (None: no status was recorded, the worker's wrapper
+    itself was killed) or left anything on stderr.
+    """
+    reports = []
+    names = sorted(n[:-len(worker.STDERR)] for n in os.listdir(directory)
+                   if n.endswith(worker.STDERR))
+    for number, name in enumerate(names, 1):
+        path = os.path.join(directory, name)
+        with open(path + worker.STDERR, 'rb') as f:
+            text = f.read().decode(errors='replace')
+        try:
+            with open(path + worker.STATUS) as f:
+                status = int(f.read())
+        except (OSError, ValueError):
+            status = None
+        if status != 0 or text.strip():
+            reports.append(('test worker %d' % number, status, text))
+    return reports
+
+
+def _exit_text(status):
+    if status is None:
+        return 'exit status unknown'
+    if status < 0:
+        return 'killed by signal %d' % -status
+    return 'exit status %d' % status
+
+
+def show_worker_reports(reports, phase, stream=None):
+    """Write each report's stderr under a line naming the process, the
+    phase and how it exited (nothing when there is no report).
+    """
+    stream = stream or sys.stderr
+    for name, status, text in reports:
+        stream.write('--- %s of the %s phase (%s): %s\n' % (
+            name, phase, _exit_text(status),
+            'its stderr:' if text.strip() else 'nothing on stderr'))
+        if text.strip():
+            stream.write(text if text.endswith('\n') else text + '\n')
+            stream.write('--- end of %s\'s stderr\n' % name)
+    stream.flush()
 
 
 def phase_name(mode, without=()):

@@ -12,6 +12,7 @@
 
 import io
 import os
+import textwrap
 from unittest import mock
 
 import fixtures
@@ -403,4 +404,92 @@ class ListSuiteTestCase(testtools.TestCase):
         self.assertEqual("could not list the tests of suite in %s: "
                          "ModuleNotFoundError: No module named "
                          "'no_such_module'" % self.tree, str(exc))
+        self.assertNotIn('\n', str(exc))
+
+
+class RunSuiteTestCase(testtools.TestCase):
+    """run_suite's real stestr workers: their stderr and exit status."""
+
+    SUITE = textwrap.dedent('''\
+        import os
+        import signal
+        import sys
+        import unittest
+
+
+        class T(unittest.TestCase):
+            def test_a_passes(self):
+                pass
+
+            def test_b_fails(self):
+                self.fail('as a recreated leak does')
+
+            def test_c_warns(self):
+                sys.stderr.write('DeprecationWarning: a worker warned\\n')
+
+            def test_d_exits(self):
+                sys.stderr.write('RuntimeError: the worker broke\\n')
+                sys.stderr.flush()
+                os._exit(3)
+
+            def test_e_is_killed(self):
+                os.kill(os.getpid(), signal.SIGKILL)
+        ''')
+
+    def setUp(self):
+        super(RunSuiteTestCase, self).setUp()
+        self.tree = self.useFixture(fixtures.TempDir()).path
+        os.makedirs(os.path.join(self.tree, 'suite'))
+        with open(os.path.join(self.tree, 'suite', '__init__.py'), 'w'):
+            pass
+        with open(os.path.join(self.tree, 'suite', 'test_w.py'), 'w') as f:
+            f.write(self.SUITE)
+        self.stderr = self.useFixture(fixtures.MockPatch(
+            'sys.stderr', io.StringIO())).mock
+
+    def _run(self, *names):
+        return recreate.run_suite(
+            self.tree, 'vanilla', test_path='suite', concurrency=1,
+            test_ids=['suite.test_w.T.' + name for name in names])
+
+    def test_a_successful_run_prints_nothing_more(self):
+        # Failing tests are results, not a broken worker.
+        results = self._run('test_a_passes', 'test_b_fails')
+        self.assertEqual({'suite.test_w.T.test_a_passes': 'success',
+                          'suite.test_w.T.test_b_fails': 'fail'},
+                         {t: o.status for t, o in results.items()})
+        self.assertEqual('', self.stderr.getvalue())
+
+    def test_what_a_worker_writes_on_stderr_is_shown(self):
+        results = self._run('test_a_passes', 'test_c_warns')
+        self.assertEqual(2, len(results))
+        self.assertEqual(
+            '--- test worker 1 of the vanilla phase (exit status 0): its '
+            'stderr:\n'
+            'DeprecationWarning: a worker warned\n'
+            "--- end of test worker 1's stderr\n", self.stderr.getvalue())
+
+    def test_a_worker_that_exits_non_zero_is_shown(self):
+        # The worker dies in its second test, the first one has a result.
+        results = self._run('test_a_passes', 'test_d_exits')
+        self.assertEqual({'suite.test_w.T.test_a_passes': 'success'},
+                         {t: o.status for t, o in results.items()})
+        self.assertEqual(
+            '--- test worker 1 of the vanilla phase (exit status 3): its '
+            'stderr:\n'
+            'RuntimeError: the worker broke\n'
+            "--- end of test worker 1's stderr\n", self.stderr.getvalue())
+
+    def test_a_killed_worker_is_shown_with_nothing_on_stderr(self):
+        self._run('test_a_passes', 'test_e_is_killed')
+        self.assertEqual(
+            '--- test worker 1 of the vanilla phase (killed by signal 9): '
+            'nothing on stderr\n', self.stderr.getvalue())
+
+    def test_no_test_ran_is_one_line_from_the_workers_stderr(self):
+        exc = self.assertRaises(recreate.HarnessError, self._run,
+                                'test_d_exits')
+        self.assertIn('no test ran in mode vanilla', str(exc))
+        self.assertTrue(str(exc).endswith(
+            ': RuntimeError: the worker broke'), str(exc))
         self.assertNotIn('\n', str(exc))

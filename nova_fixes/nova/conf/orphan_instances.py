@@ -27,10 +27,10 @@ involving this host is in progress (the duplicate that a failed live
 migration cleanup leaves on the source).
 
 Guests whose record is deleted but still present are left to nova's
-own running_deleted_instance_action task; guests with a hidden record
-(either side of a cross-cell resize), with a record naming no host
-(shelved) or with a migration in progress involving this host are
-never orphans. When the instance mappings cannot be read (a cell
+own running_deleted_instance_action task; guests with a hidden
+record (either side of a cross-cell resize), with a record naming no
+host (shelved) or with a migration in progress involving this host
+are never orphans. When the instance mappings cannot be read (a cell
 conductor without the API database), no guest is found unknown.
 """)
 

@@ -11,11 +11,15 @@
 # under the License.
 
 import io
+import os
+import sys
+import types
 from unittest import mock
 
 import fixtures
 import testtools
 
+import nova_fixes
 from nova_fixes.cmd import main
 
 
@@ -38,6 +42,73 @@ class MainTestCase(testtools.TestCase):
 
     def test_list(self):
         self.assertEqual(0, main.main(['list']))
+
+    def test_list_refuses_an_unsupported_nova(self):
+        stdout = self.useFixture(fixtures.MockPatch(
+            'sys.stdout', io.StringIO())).mock
+        with mock.patch('nova_fixes.activation.nova_version',
+                        return_value='25.0.0'):
+            self.assertEqual(2, main.main(['list']))
+        self.assertEqual('', stdout.getvalue())
+        lines = self.stderr.getvalue().splitlines()
+        self.assertEqual(1, len(lines), lines)
+        self.assertIn('nova-fixes: nova 25.0.0 is not supported', lines[0])
+
+    def _without(self, module, command):
+        """Exit status, stdout of command when importing module fails."""
+        stdout = self.useFixture(fixtures.MockPatch(
+            'sys.stdout', io.StringIO())).mock
+        # None in sys.modules: importing the module raises
+        # ModuleNotFoundError, as when it is not installed.
+        with mock.patch.dict(sys.modules, {module: None}):
+            status = main.main([command])
+        return status, stdout.getvalue()
+
+    def test_commands_that_need_nova_refuse_a_missing_one(self):
+        for command in ('list', 'check'):
+            self.stderr.seek(0)
+            self.stderr.truncate()
+            status, out = self._without('nova', command)
+            self.assertEqual(2, status, command)
+            self.assertEqual('', out, command)
+            err = self.stderr.getvalue()
+            lines = err.splitlines()
+            self.assertEqual(1, len(lines), err)
+            self.assertTrue(lines[0].startswith(
+                'nova-fixes: nova is not installed; install nova of a '
+                'supported series (2022.2, '), err)
+            self.assertIn('(%s)' % sys.executable, lines[0])
+            self.assertIn('Nothing was patched.', lines[0])
+            self.assertEqual([], nova_fixes.active_fixes())
+
+    def test_check_names_why_nova_cannot_be_imported(self):
+        # A nova package whose version module needs a missing dependency.
+        root = self.useFixture(fixtures.TempDir()).path
+        with open(os.path.join(root, 'version.py'), 'w') as f:
+            f.write('import nova_fixes_no_such_dependency\n')
+        broken = types.ModuleType('nova')
+        broken.__path__ = [root]
+        stdout = self.useFixture(fixtures.MockPatch(
+            'sys.stdout', io.StringIO())).mock
+        with mock.patch.dict(sys.modules, {'nova': broken}):
+            sys.modules.pop('nova.version', None)
+            self.assertEqual(2, main.main(['check']))
+        self.assertEqual('', stdout.getvalue())
+        lines = self.stderr.getvalue().splitlines()
+        self.assertEqual(1, len(lines), lines)
+        self.assertIn("nova-fixes: nova cannot be imported (No module named "
+                      "'nova_fixes_no_such_dependency'); install nova",
+                      lines[0])
+        self.assertEqual([], nova_fixes.active_fixes())
+
+    def test_activate_without_nova_is_a_nova_fixes_error(self):
+        with mock.patch.dict(sys.modules, {'nova': None}):
+            exc = self.assertRaises(nova_fixes.NovaNotInstalled,
+                                    nova_fixes.activate)
+        # Both: callers catching NovaFixesError or ImportError see it.
+        self.assertIsInstance(exc, nova_fixes.NovaFixesError)
+        self.assertIsInstance(exc, ImportError)
+        self.assertEqual([], nova_fixes.active_fixes())
 
     def test_unknown_flag_gets_the_subcommands_usage(self):
         exc = self.assertRaises(SystemExit, main.main,
