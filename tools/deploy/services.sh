@@ -17,7 +17,8 @@
 #   MariaDB   127.0.0.1:$NOVA_FIXES_DB_PORT (3306), socket $STATE/mariadb-run/mysqld.sock;
 #             root logs in through the socket (unix_socket authentication)
 #   RabbitMQ  node rabbit@localhost, AMQP 127.0.0.1:$NOVA_FIXES_AMQP_PORT
-#             (5672), distribution 127.0.0.1:25672, epmd 127.0.0.1:4369,
+#             (5672), distribution 127.0.0.1:25672 (rabbitmqctl's own
+#             127.0.0.1:35672-35682), epmd 127.0.0.1:4369,
 #             no plugins; user guest/guest (loopback only by default)
 #
 # Readiness is waited for at most $NOVA_FIXES_SERVICE_WAIT seconds (120).
@@ -136,6 +137,9 @@ MQ_ENV=(
     RABBITMQ_DIST_PORT=25672
     ERL_EPMD_ADDRESS=127.0.0.1
     RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
+    # rabbitmqctl runs an Erlang node of its own, which listens for the
+    # distribution (35672-35682) on every interface unless told otherwise.
+    RABBITMQ_CTL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
     RABBITMQ_MNESIA_BASE="$MQ_DIR/mnesia"
     RABBITMQ_LOG_BASE="$MQ_DIR/log"
     RABBITMQ_ENABLED_PLUGINS_FILE="$MQ_DIR/enabled_plugins"
