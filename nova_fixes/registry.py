@@ -25,6 +25,8 @@ from nova_fixes import errors
 SERIES_BY_MAJOR = {
     # Zed, as Debian 12 ships it (python3-nova 2:26.2.2-1~deb12u5).
     26: '2022.2',
+    27: '2023.1',
+    28: '2023.2',
     29: '2024.1',
     30: '2024.2',
     31: '2025.1',
@@ -42,6 +44,8 @@ SERVICES = ('api', 'compute', 'conductor', 'scheduler')
 #: The nova and openstack-placement release each series is tested with.
 RELEASES = {
     '2022.2': ('26.2.2', '8.0.0'),
+    '2023.1': ('27.5.1', '9.0.0'),
+    '2023.2': ('28.3.1', '10.0.1'),
     '2024.1': ('29.4.0', '11.0.1'),
     '2024.2': ('30.3.0', '12.0.2'),
     '2025.1': ('31.3.1', '13.0.1'),

@@ -40,6 +40,7 @@ Prints one line per check and "N passed, N failed, N skipped".
 """
 
 import argparse
+import http.server
 import json
 import os
 import shutil
@@ -49,6 +50,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -88,9 +90,10 @@ workers = 1
 [oslo_concurrency]
 lock_path = {work}/lock
 [placement]
-# No placement runs: the services only build their client at start.
+# No placement runs: the services only build their client at start,
+# which reads placement's version document (PlacementVersions).
 auth_type = none
-endpoint_override = http://127.0.0.1:9/placement
+endpoint_override = http://127.0.0.1:{placement_port}/placement
 """
 
 # Run in the fresh process: the entry point, then what it left patched.
@@ -210,10 +213,54 @@ def service_rows(work, binary):
     return len(rows)
 
 
-def prepare(work):
+class PlacementVersions(object):
+    """Placement's version document on loopback, and nothing else.
+
+    The scheduler builds its placement client when it starts; with the
+    keystoneauth1 and openstacksdk of 2023.1 and 2023.2 that reads the
+    version document at the endpoint and the service dies when nothing
+    answers there. Every other request gets a 404: no service is meant
+    to use placement during these checks.
+    """
+
+    DOCUMENT = json.dumps({'versions': [{
+        'id': 'v1.0', 'min_version': '1.0', 'max_version': '1.39',
+        'status': 'CURRENT', 'links': [{'rel': 'self', 'href': ''}]}]})
+
+    def __init__(self):
+        document = self.DOCUMENT.encode()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                found = self.path.rstrip('/') == '/placement'
+                body = document if found else b'{}'
+                self.send_response(200 if found else 404)
+                self.send_header('Content-Type', 'application/json')
+                self.send_header('Content-Length', str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(('127.0.0.1', 0),
+                                                      Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever,
+                                       daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()
+
+
+def prepare(work, placement_port):
     """nova.conf, api-paste.ini and databases, as an operator makes them."""
     with open(os.path.join(work, 'nova.conf'), 'w') as f:
-        f.write(NOVA_CONF.format(host=HOST, work=work))
+        f.write(NOVA_CONF.format(host=HOST, work=work,
+                                 placement_port=placement_port))
     paste = os.path.join(sys.prefix, 'etc', 'nova', 'api-paste.ini')
     if not os.path.exists(paste):
         raise SetupError('%s is missing; nova is not installed in this '
@@ -493,13 +540,15 @@ def run(progress=print, keep=False):
                              if p]))
     env.pop('NOVA_FIXES_MODE', None)
     check = Check(work, env, progress)
+    placement = PlacementVersions()
     try:
-        prepare(work)
+        prepare(work, placement.port)
         targets = {service: mismatch_target(series, service)
                    for service in ('api',) + SERVICES}
         if not any(targets.values()):
             raise SetupError('no replaced target for %s' % series)
     except (SetupError, subprocess.TimeoutExpired) as e:
+        placement.close()
         check.record('setup', False, str(e))
         return check
     try:
@@ -515,6 +564,7 @@ def run(progress=print, keep=False):
         for service in SERVICES:
             check_service(check, service, targets[service] is not None)
     finally:
+        placement.close()
         if keep or check.failed:
             progress('entry points: logs and databases kept in %s' % work)
         else:

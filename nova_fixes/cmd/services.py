@@ -19,10 +19,10 @@ nova's, whatever the series does:
 - a service imports nova's starter module (``nova.cmd.<service>``), whose
   import does nova's monkey patching, then calls the starter's main();
 - the compute API imports nova's WSGI module (``nova.wsgi.osapi_compute``,
-  or ``nova.api.openstack.compute.wsgi`` on nova 29, which has no
-  ``nova.wsgi`` package), whose import does nova's monkey patching, then
-  imports nova's app factory module and (nova 30 and later) calls the
-  factory.
+  or ``nova.api.openstack.compute.wsgi`` on nova 29 and earlier, which
+  have no ``nova.wsgi`` package), whose import does nova's monkey
+  patching, then imports nova's app factory module and (nova 30 and
+  later) calls the factory.
 
 Both nova's main() and its app factory parse nova's configuration and set
 up logging (oslo.log's setup()) before anything else: the fixes are
@@ -51,7 +51,7 @@ WSGI_APP_MODULE = 'nova.api.openstack.wsgi_app'
 #: nova's WSGI module, whose import builds ``application`` (nova >= 30).
 WSGI_MODULE = 'nova.wsgi.osapi_compute'
 #: The module of nova's nova-api-wsgi script, ``init_application()``
-#: (nova <= 32; the only one in nova 29).
+#: (nova <= 32; the only one in nova 29 and earlier).
 WSGI_SCRIPT_MODULE = 'nova.api.openstack.compute.wsgi'
 
 
@@ -204,7 +204,8 @@ def wsgi_application(activate):
             # imported.
             app = importlib.import_module(WSGI_MODULE).application
         else:
-            # nova 29: the module of its nova-api-wsgi script.
+            # nova 29 and earlier: the module of its nova-api-wsgi
+            # script.
             app = importlib.import_module(
                 WSGI_SCRIPT_MODULE).init_application()
     if not hooks[0].activated:

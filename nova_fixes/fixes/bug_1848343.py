@@ -279,8 +279,8 @@ FIX = registry.Fix(
                         'nova_fixes.nova.compute.manager:'
                         '_do_rebuild_instance_with_claim',
                         original_as='_rebuild_instance_with_claim',
-                        series=('2024.1', '2024.2', '2025.1', '2025.2',
-                                '2026.1', '2026.2'),
+                        series=('2023.1', '2023.2', '2024.1', '2024.2',
+                                '2025.1', '2025.2', '2026.1', '2026.2'),
                         services=('compute',)),
         # nova 26 (2022.2) has no target_state argument: a drop-in per form.
         registry.Target('nova.compute.manager:'

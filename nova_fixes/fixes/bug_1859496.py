@@ -171,8 +171,8 @@ FIX = registry.Fix(
                         'ServersController.delete',
                         'nova_fixes.nova.api.openstack.compute.servers:'
                         'ServersControllerBefore2026.delete',
-                        series=('2022.2', '2024.1', '2024.2', '2025.1',
-                                '2025.2'),
+                        series=('2022.2', '2023.1', '2023.2', '2024.1',
+                                '2024.2', '2025.1', '2025.2'),
                         services=('api',)),
         registry.Target('nova.api.openstack.compute.servers:'
                         'ServersController.delete',

@@ -339,8 +339,10 @@ class LiveMigrationCompletesAfterDeleteTest(_DeletedMoveTestBase):
     Before nova 31.0.0 (and 30.2.1 on stable/2024.2), the source caught
     the failure of post_live_migration_at_destination and went on to
     remove the migration's allocations: "Fix bug 2000069" made it raise,
-    and so opened this window. 2024.1's last release (29.4.0) and
-    Debian 12's 26.2.2 do not leak here.
+    and so opened this window. The last releases of 2023.1 (27.5.1),
+    2023.2 (28.3.1) and 2024.1 (29.4.0), and Debian 12's 26.2.2, do not
+    leak here: the change reached no branch older than 2024.1, and
+    unmaintained/2024.1 has it in no release.
     """
 
     window_opened_by = registry.OpenedUpstream(

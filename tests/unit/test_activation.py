@@ -146,10 +146,10 @@ class ActivationTestCase(testtools.TestCase):
 
     def test_unsupported_nova_refuses(self):
         with mock.patch.object(activation, 'nova_version',
-                               return_value='28.3.1'):
+                               return_value='25.2.0'):
             exc = self.assertRaises(nova_fixes.UnsupportedNova,
                                     nova_fixes.activate)
-        self.assertIn('nova 28.3.1 is not supported', str(exc))
+        self.assertIn('nova 25.2.0 is not supported', str(exc))
         self.assertIn('2026.2', str(exc))
         self.assertEqual(self.before, _snapshot())
 
@@ -220,9 +220,11 @@ class SeriesTestCase(testtools.TestCase):
     def test_series_of(self):
         self.assertEqual('2026.2', activation.series_of('34.0.0'))
         self.assertEqual('2024.1', activation.series_of('29.4.0'))
-        # Zed, as Debian 12 ships it; 27 and 28 are not supported.
+        self.assertEqual('2023.1', activation.series_of('27.5.1'))
+        self.assertEqual('2023.2', activation.series_of('28.3.1'))
+        # Zed, as Debian 12 ships it.
         self.assertEqual('2022.2', activation.series_of('26.2.2'))
-        for bad in ('25.0.0', '27.0.0', '28.0.0', '35.0.0', 'master', ''):
+        for bad in ('25.0.0', '24.2.0', '35.0.0', 'master', ''):
             self.assertRaises(nova_fixes.UnsupportedNova,
                               activation.series_of, bad)
 

@@ -35,9 +35,9 @@ class MainTestCase(testtools.TestCase):
 
     def test_check_refuses_an_unsupported_nova(self):
         with mock.patch('nova_fixes.activation.nova_version',
-                        return_value='27.0.0'):
+                        return_value='25.0.0'):
             self.assertEqual(2, main.main(['check']))
-        self.assertIn('nova-fixes: nova 27.0.0 is not supported',
+        self.assertIn('nova-fixes: nova 25.0.0 is not supported',
                       self.stderr.getvalue())
 
     def test_list(self):

@@ -79,7 +79,7 @@ class RunServiceTestCase(_Base):
 
         self.starter.main.side_effect = main
         with mock.patch('nova_fixes.activation.nova_version',
-                        return_value='28.0.0'):
+                        return_value='35.0.0'):
             e = self.assertRaises(SystemExit, services.run_service,
                                   'nova.cmd.fake',
                                   lambda: nova_fixes.activate())
@@ -87,7 +87,7 @@ class RunServiceTestCase(_Base):
         self.assertEqual([], created)
         lines = self.stderr.getvalue().splitlines()
         self.assertEqual(1, len(lines))
-        self.assertIn('nova 28.0.0 is not supported', lines[0])
+        self.assertIn('nova 35.0.0 is not supported', lines[0])
         self.assertEqual([], nova_fixes.active_fixes())
         self.assertIs(self.setup, oslo_logging.setup)
 
@@ -226,14 +226,14 @@ class WsgiApplicationTestCase(_Base):
     def test_refuses_before_the_factory(self):
         nova = self.useFixture(_FakeNova(True))
         with mock.patch('nova_fixes.activation.nova_version',
-                        return_value='28.0.0'):
+                        return_value='35.0.0'):
             e = self.assertRaises(SystemExit, services.wsgi_application,
                                   self.activate)
         self.assertEqual(2, e.code)
         self.assertNotIn('factory', nova.events)
         lines = self.stderr.getvalue().splitlines()
         self.assertEqual(1, len(lines))
-        self.assertIn('nova 28.0.0 is not supported', lines[0])
+        self.assertIn('nova 35.0.0 is not supported', lines[0])
         self.assertEqual([], nova_fixes.active_fixes())
         self.assertNotIn(ACTIVATED, self.log.output)
 

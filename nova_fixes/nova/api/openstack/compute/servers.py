@@ -37,7 +37,7 @@ from nova.i18n import _
 
 
 class ServersControllerBefore2026(object):
-    """Replaces ServersController.delete of nova 29 to 32 (bug 1859496).
+    """Replaces ServersController.delete of nova 26 to 32 (bug 1859496).
 
     The method's own docstring is nova's, as the patch keeps it.
     """
