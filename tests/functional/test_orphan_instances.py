@@ -50,8 +50,8 @@ TASK = '_cleanup_orphan_instances'
 #: (the hang was seen on 2022.2 and 2024.1). nova 33 (2026.1) and later
 #: pass, though nova 34's functional test processes run on eventlet too:
 #: the eventlet mode alone does not decide it, the series' fixtures do.
-TARGET_CELL_HOLD_DEADLOCKS = ('2022.2', '2024.1', '2024.2', '2025.1',
-                              '2025.2')
+TARGET_CELL_HOLD_DEADLOCKS = ('2022.2', '2023.1', '2023.2', '2024.1',
+                              '2024.2', '2025.1', '2025.2')
 
 
 def target_cell_hold_deadlocks():

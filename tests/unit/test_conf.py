@@ -19,7 +19,7 @@ from oslo_config import cfg
 from oslo_config import generator
 import testtools
 
-from nova_fixes import conf
+from nova_fixes.nova import conf
 
 
 def _formatter():
