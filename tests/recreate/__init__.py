@@ -33,8 +33,16 @@ import tempfile
 import textwrap
 import threading
 
-import subunit
-import testtools
+try:
+    import subunit
+    import testtools
+except ImportError as e:
+    # Run by a python without the test requirements (outside tox): say
+    # what is missing and where the runner works, in one line.
+    sys.stderr.write('python -m tests.recreate: %s; run it with tox -e '
+                     'recreate, or with the python of an environment with '
+                     'nova and test-requirements.txt installed\n' % e)
+    raise SystemExit(2)
 
 from nova_fixes import activation
 from nova_fixes import fixes
