@@ -9,7 +9,9 @@ when nothing has run yet), its notice that the eventlet mode is
 deprecated, an INFO line naming that mode, and (nova.test sets up
 logging to stdout at INFO, then nova.compute.manager is imported) one
 INFO line of oslo.service for the compute manager's periodic task that
-is disabled. In a test process, or in the recreate runner reading the
+is disabled; nova 29 and older also warn, at import, that
+pkg_resources and jsonschema's FormatChecker.cls_checks are deprecated.
+In a test process, or in the recreate runner reading the
 test classes, that is noise printed above the results that reads like
 an error. Those, and only those, are filtered here, before any test
 module imports nova: the warning by its message, the log records by
@@ -51,6 +53,13 @@ class _Drop(logging.Filter):
 
 
 warnings.filterwarnings('ignore', message=r'\s*Eventlet is deprecated')
+# nova 29 and older, at import: nova/virt/__init__.py declares a
+# pkg_resources namespace, nova/api/validation/validators.py registers
+# its format checker the old way.
+warnings.filterwarnings('ignore', category=UserWarning,
+                        message=r'pkg_resources is deprecated as an API')
+warnings.filterwarnings('ignore', category=DeprecationWarning,
+                        message=r'FormatChecker\.cls_checks is deprecated')
 for _name, _messages in NOVA_IMPORT_NOISE.items():
     logging.getLogger(_name).addFilter(_Drop(_messages))
 
