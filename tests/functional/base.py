@@ -20,9 +20,11 @@ The nova under test is chosen per process by NOVA_FIXES_MODE:
 - patched: a nova with patches/<series> applied, nothing activated.
 """
 
+import io
 import os
 import threading
 import time
+from unittest import mock
 
 import fixtures
 
@@ -240,3 +242,13 @@ class NovaFixesTestMixin(object):
         manage.DbCommands().archive_deleted_rows(
             max_rows=1000, until_complete=True, all_cells=True)
         self._run_periodics()
+
+    def placement_audit(self, delete):
+        """nova-manage placement audit --verbose [--delete]: (its exit
+        code, what it printed).
+        """
+        out = io.StringIO()
+        with mock.patch('sys.stdout', out):
+            result = manage.PlacementCommands().audit(verbose=True,
+                                                      delete=delete)
+        return result, out.getvalue()

@@ -35,11 +35,8 @@ nothing removes a migration consumer's: the resource tracker heals
 instance consumers only, and the migration row goes with its instance.
 """
 
-import io
 import threading
-from unittest import mock
 
-from nova.cmd import manage
 from nova.compute import manager as compute_manager
 from nova.conductor import manager as conductor_manager
 from nova import objects
@@ -255,13 +252,6 @@ class LocalDeleteDiesTest(_DeletedMoveTestBase):
                                         {'instance_uuid': server['id']}))
         return uuids
 
-    def _audit(self, delete):
-        out = io.StringIO()
-        with mock.patch('sys.stdout', out):
-            result = manage.PlacementCommands().audit(verbose=True,
-                                                      delete=delete)
-        return result, out.getvalue()
-
     def test_api_dies_before_removing_the_migration_allocations(self):
         """1. A cold migration finishes: VERIFY_RESIZE.
         2. The user reverts; the destination compute goes down in its
@@ -308,17 +298,17 @@ class LocalDeleteDiesTest(_DeletedMoveTestBase):
             migration))
 
         # The remedy.
-        result, output = self._audit(delete=False)
+        result, output = self.placement_audit(delete=False)
         self.assertEqual(3, result, output)
         self.assertIn(migration, output)
         self.assertEqual(leaked, self._get_allocations_by_server_uuid(
             migration))
-        result, output = self._audit(delete=True)
+        result, output = self.placement_audit(delete=True)
         self.assertEqual(4, result, output)
         self.assertIn('Deleted allocations for consumer UUID %s'
                       % migration, output)
         self.assertEqual({}, self._all_allocations())
-        result, output = self._audit(delete=False)
+        result, output = self.placement_audit(delete=False)
         self.assertEqual(0, result, output)
 
 

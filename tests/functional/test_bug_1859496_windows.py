@@ -39,14 +39,11 @@ scheduler claimed for a server can still be left behind:
    _bury_in_cell0.
 """
 
-import io
 import threading
-from unittest import mock
 
 from keystoneauth1 import exceptions as ks_exc
 import requests
 
-from nova.cmd import manage
 from nova.compute import manager as compute_manager
 from nova.compute import utils as compute_utils
 from nova.conductor import manager as conductor_manager
@@ -679,13 +676,6 @@ class ClaimAfterDeleteTest(_WindowsTestBase):
                       '_schedule_instances', schedule)
         return claimed, resume, built
 
-    def _audit(self, delete):
-        out = io.StringIO()
-        with mock.patch('sys.stdout', out):
-            result = manage.PlacementCommands().audit(verbose=True,
-                                                      delete=delete)
-        return result, out.getvalue()
-
     def test_claim_after_delete_until_audit(self):
         """1. The scheduler is about to claim for a new server.
         2. The user deletes the server: the API removes everything.
@@ -730,16 +720,16 @@ class ClaimAfterDeleteTest(_WindowsTestBase):
             server['id']))
 
         # The remedy.
-        result, output = self._audit(delete=False)
+        result, output = self.placement_audit(delete=False)
         self.assertEqual(3, result, output)
         self.assertIn(server['id'], output)
         self.assertEqual(claim, self._get_allocations_by_server_uuid(
             server['id']))
-        result, output = self._audit(delete=True)
+        result, output = self.placement_audit(delete=True)
         self.assertEqual(4, result, output)
         self.assertIn('Deleted allocations for consumer UUID %s'
                       % server['id'], output)
         self._assert_placement_clean('after placement audit --delete')
         self.assert_no_leaked_allocations()
-        result, output = self._audit(delete=False)
+        result, output = self.placement_audit(delete=False)
         self.assertEqual(0, result, output)
