@@ -231,18 +231,30 @@ def _exit_text(status):
     return 'exit status %d' % status
 
 
-def show_worker_reports(reports, phase, stream=None):
+#: How many of the last lines of a worker's stderr show_worker_reports
+#: shows (nova's own tests can leave thousands of warnings there).
+REPORT_LINES = 40
+
+
+def show_worker_reports(reports, phase, stream=None, limit=REPORT_LINES):
     """Write each report's stderr under a line naming the process, the
-    phase and how it exited (nothing when there is no report).
+    phase and how it exited (nothing when there is no report): its last
+    ``limit`` lines, after a line saying how many were left out.
     """
     stream = stream or sys.stderr
     for name, status, text in reports:
+        lines = text.rstrip('\n').splitlines() if text.strip() else []
         stream.write('--- %s of the %s phase (%s): %s\n' % (
             name, phase, _exit_text(status),
-            'its stderr:' if text.strip() else 'nothing on stderr'))
-        if text.strip():
-            stream.write(text if text.endswith('\n') else text + '\n')
-            stream.write('--- end of %s\'s stderr\n' % name)
+            'its stderr:' if lines else 'nothing on stderr'))
+        if not lines:
+            continue
+        if len(lines) > limit:
+            stream.write('... (its first %d lines left out)\n'
+                         % (len(lines) - limit))
+            lines = lines[-limit:]
+        stream.write('\n'.join(lines) + '\n')
+        stream.write('--- end of %s\'s stderr\n' % name)
     stream.flush()
 
 

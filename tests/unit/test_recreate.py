@@ -493,3 +493,34 @@ class RunSuiteTestCase(testtools.TestCase):
         self.assertTrue(str(exc).endswith(
             ': RuntimeError: the worker broke'), str(exc))
         self.assertNotIn('\n', str(exc))
+
+
+class ShowWorkerReportsTestCase(testtools.TestCase):
+
+    def _show(self, reports, **kwargs):
+        out = io.StringIO()
+        recreate.show_worker_reports(reports, 'fixed', stream=out, **kwargs)
+        return out.getvalue().splitlines()
+
+    def test_long_stderr_shows_its_last_lines(self):
+        text = ''.join('warning %d\n' % n for n in range(1, 101))
+        lines = self._show([('test worker 1', 0, text)], limit=3)
+        self.assertEqual(
+            ['--- test worker 1 of the fixed phase (exit status 0): '
+             'its stderr:',
+             '... (its first 97 lines left out)',
+             'warning 98', 'warning 99', 'warning 100',
+             "--- end of test worker 1's stderr"], lines)
+
+    def test_short_stderr_is_shown_whole(self):
+        lines = self._show([('test worker 2', -9, 'one\ntwo')])
+        self.assertEqual(
+            ['--- test worker 2 of the fixed phase (killed by signal 9): '
+             'its stderr:', 'one', 'two',
+             "--- end of test worker 2's stderr"], lines)
+
+    def test_failed_worker_with_blank_stderr(self):
+        lines = self._show([('test worker 3', 2, '\n \n')])
+        self.assertEqual(
+            ['--- test worker 3 of the fixed phase (exit status 2): '
+             'nothing on stderr'], lines)
