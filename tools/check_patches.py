@@ -17,11 +17,13 @@ export today (not stale); it applies, all or nothing, with nova-fixes
 verify; and the tools packagers use take it on a copy of the released
 sdist: ``patch -p1`` patch after patch, ``git am`` on a git repository of
 the tree, ``quilt push -a`` from a debian/patches directory. A tool that is
-not installed is reported as such and not counted. Prints one
+not installed is reported as such and not counted. The series are
+checked in parallel (``--jobs``, one per CPU by default). Prints one
 "N passed, N failed" line.
 """
 
 import argparse
+import concurrent.futures
 import os
 import shutil
 import subprocess
@@ -65,45 +67,70 @@ def _quilt(tree, patches_dir):
          env={'QUILT_PATCHES': 'debian/patches'})
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    p.add_argument('series', nargs='*', default=registry.SUPPORTED_SERIES)
-    args = p.parse_args()
-    sys.stdout.reconfigure(line_buffering=True)
-    passed = failed = 0
+def check_series(series):
+    """Every check of one series: ([line], passed, failed)."""
+    lines = []
+    counts = [0, 0]
 
-    def check(series, what, func, *fargs):
-        nonlocal passed, failed
+    def check(what, func, *fargs):
         try:
             func(*fargs)
         except errors.NovaFixesError as e:
-            failed += 1
-            print('%s: %s: FAILED: %s' % (series, what, e))
+            counts[1] += 1
+            lines.append('%s: %s: FAILED: %s' % (series, what, e))
         else:
-            passed += 1
-            print('%s: %s: ok' % (series, what))
+            counts[0] += 1
+            lines.append('%s: %s: ok' % (series, what))
 
-    for series in args.series:
-        registry.check_series(series)
+    try:
         tree = sdist.released_tree(series)
-        check(series, 'patches/%s up to date with the drop-ins' % series,
-              patch.check, series, tree)
-        check(series, 'nova-fixes verify', patch.verify, series, tree)
-        patches = patch.series_patches(series)
-        names = [n for n, _t in patches]
-        directory = patch.patches_dir(series)
-        tools = (('patch -p1', 'patch', _patch_p1, (patches,)),
-                 ('git am', 'git', _git_am, (directory, names)),
-                 ('quilt push -a', 'quilt', _quilt, (directory,)))
-        for what, program, func, fargs in tools:
-            if shutil.which(program) is None:
-                print('%s: %s: not checked (%s is not installed)'
-                      % (series, what, program))
-                continue
-            with tempfile.TemporaryDirectory() as tmp:
-                copy = os.path.join(tmp, 'nova')
-                shutil.copytree(tree, copy)
-                check(series, what, func, copy, *fargs)
+    except errors.NovaFixesError as e:
+        return (['%s: the released nova: FAILED: %s' % (series, e)], 0, 1)
+    check('patches/%s up to date with the drop-ins' % series,
+          patch.check, series, tree)
+    check('nova-fixes verify', patch.verify, series, tree)
+    patches = patch.series_patches(series)
+    names = [n for n, _t in patches]
+    directory = patch.patches_dir(series)
+    tools = (('patch -p1', 'patch', _patch_p1, (patches,)),
+             ('git am', 'git', _git_am, (directory, names)),
+             ('quilt push -a', 'quilt', _quilt, (directory,)))
+    for what, program, func, fargs in tools:
+        if shutil.which(program) is None:
+            lines.append('%s: %s: not checked (%s is not installed)'
+                         % (series, what, program))
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            copy = os.path.join(tmp, 'nova')
+            shutil.copytree(tree, copy)
+            check(what, func, copy, *fargs)
+    return lines, counts[0], counts[1]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    p.add_argument('series', nargs='*', default=registry.SUPPORTED_SERIES)
+    p.add_argument('--jobs', type=int, default=os.cpu_count() or 1,
+                   help='series checked at once (default: one per CPU)')
+    args = p.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)
+    try:
+        for series in args.series:
+            registry.check_series(series)
+        if args.jobs < 1:
+            raise errors.NovaFixesError(
+                '--jobs %d: at least one job is needed' % args.jobs)
+    except errors.NovaFixesError as e:
+        print('check_patches: %s' % e)
+        print('0 passed, 1 failed')
+        return 1
+    passed = failed = 0
+    # Each series is checked in its own process (the export is CPU-bound);
+    # its lines are printed together, in the order the series were named.
+    with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
+        for lines, p_, f_ in pool.map(check_series, args.series):
+            print('\n'.join(lines))
+            passed, failed = passed + p_, failed + f_
     print('%d passed, %d failed' % (passed, failed))
     return 1 if failed else 0
 
