@@ -40,6 +40,7 @@ Prints one line per check and "N passed, N failed, N skipped".
 """
 
 import argparse
+import collections
 import http.server
 import json
 import os
@@ -63,6 +64,7 @@ from nova_fixes import registry  # noqa: E402
 
 HOST = 'entry-check'
 ACTIVATED = 'nova-fixes: activated fixes for bugs'
+NOTHING_TO_ACTIVATE = 'nova-fixes: no fix has code that runs in %s'
 START_TIMEOUT = 180
 STOP_TIMEOUT = 60
 SERVICES = ('conductor', 'scheduler', 'compute')
@@ -263,13 +265,18 @@ def prepare(work, placement_port):
                                  placement_port=placement_port))
     paste = os.path.join(sys.prefix, 'etc', 'nova', 'api-paste.ini')
     if not os.path.exists(paste):
+        # Debian's python3-nova installs none: NOVA_FIXES_API_PASTE names
+        # the one nova-common ships (tools/run_debian.py sets it).
+        paste = os.environ.get('NOVA_FIXES_API_PASTE') or paste
+    if not os.path.exists(paste):
         raise SetupError('%s is missing; nova is not installed in this '
                          'environment' % paste)
-    shutil.copy(paste, work)
+    shutil.copy(paste, os.path.join(work, 'api-paste.ini'))
     manage = script('nova-manage')
-    if manage is None:
-        raise SetupError('nova-manage is not installed next to %s'
-                         % sys.executable)
+    # Debian ships nova-manage in nova-common, not python3-nova: the same
+    # main() that script runs.
+    manage = [manage] if manage else python(
+        'import sys; from nova.cmd.manage import main; sys.exit(main())')
     conf = ['--config-file', os.path.join(work, 'nova.conf')]
     cell0 = 'sqlite:///%s/cell0.sqlite' % work
     for args in (['api_db', 'sync'],
@@ -277,7 +284,7 @@ def prepare(work, placement_port):
                  ['db', 'sync'],
                  ['cell_v2', 'create_cell', '--name', 'cell1']):
         with open(os.path.join(work, 'nova-manage.log'), 'a') as log:
-            rc = subprocess.call([manage] + conf + args, stdout=log,
+            rc = subprocess.call(manage + conf + args, stdout=log,
                                  stderr=subprocess.STDOUT, timeout=300)
         if rc != 0:
             raise SetupError('nova-manage %s exited %d; see '
@@ -487,11 +494,11 @@ def check_service(check, service, runs_fixes=True):
         evidence = 'service record registered'
     else:
         # A service that runs no drop-in (the scheduler) activates
-        # nothing; the line activation logs for it ("no fix has code that
-        # runs in ...") was not seen in nova 29's log, not yet explained.
+        # nothing, and logs that it has nothing to activate.
         def ready(text):
-            return service_rows(check.work, binary) == 1
-        evidence = 'runs no drop-in; service record registered'
+            return (NOTHING_TO_ACTIVATE % service in text and
+                    service_rows(check.work, binary) == 1)
+        evidence = 'logs it runs no drop-in; service record registered'
     with check.log(service) as log:
         proc = subprocess.Popen(command + conf, env=check.env, stdout=log,
                                 stderr=subprocess.STDOUT)
@@ -570,6 +577,61 @@ def run(progress=print, keep=False):
         else:
             shutil.rmtree(work, ignore_errors=True)
     return check
+
+
+#: How long run_fresh_checker lets the whole check take.
+CHECK_TIMEOUT = 900
+
+
+class FreshCheck(object):
+    """What run_fresh_checker returns: the counts and results of a check
+    run in a process of its own.
+    """
+
+    def __init__(self, passed, failed, skipped, results):
+        self.passed, self.failed, self.skipped = passed, failed, skipped
+        self.results = results
+
+
+def run_fresh_checker(progress=print, timeout=CHECK_TIMEOUT):
+    """Run this check in a fresh process of this Python; a FreshCheck.
+
+    The runners of the series (tools/run_series.py, tools/run_debian.py)
+    call this, not run(): they have imported nova by then, and nova 31
+    and later monkey patch eventlet when imported, so the threads run()
+    starts (the placement version document it serves) would be
+    greenthreads blocked by the real poll() of socketserver, and the
+    check would never end. A check that does not end within ``timeout``
+    seconds, or writes no results, counts as one failure.
+    """
+    with tempfile.TemporaryDirectory(prefix='nova-fixes-entry-') as tmp:
+        out = os.path.join(tmp, 'results.json')
+        cmd = [sys.executable, os.path.abspath(__file__), '--json', out]
+        try:
+            proc = subprocess.run(cmd, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True,
+                                  timeout=timeout)
+            text, status = proc.stdout, proc.returncode
+        except subprocess.TimeoutExpired as e:
+            text = e.stdout or ''
+            if isinstance(text, bytes):
+                text = text.decode('utf-8', 'replace')
+            status = 'timeout (%d s)' % timeout
+        for line in text.splitlines():
+            if line.startswith('entry points'):
+                progress(line)
+        try:
+            with open(out) as f:
+                results = json.load(f)
+        except (OSError, ValueError):
+            progress('entry points: the check (%s) ended with status %s '
+                     'and no results; its last lines:\n%s'
+                     % (' '.join(cmd), status,
+                        '\n'.join(text.splitlines()[-20:])))
+            return FreshCheck(0, 1, 0, [])
+    counts = collections.Counter(r['outcome'] for r in results)
+    return FreshCheck(counts['ok'], counts['FAIL'], counts['skip'],
+                      results)
 
 
 def main():
