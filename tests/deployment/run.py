@@ -230,6 +230,64 @@ def resize_after_delete(d, results):
         if leaked else None)
 
 
+def _event_finished(d, uuid, action_name, event_name):
+    """The result of ``event_name`` of the server's ``action_name``
+    action once it finished (Success, Error), else None.
+    """
+    for action in d.get('/servers/%s/os-instance-actions' % uuid)[
+            'instanceActions']:
+        if action['action'] != action_name:
+            continue
+        detail = d.get('/servers/%s/os-instance-actions/%s' % (
+            uuid, action['request_id']))['instanceAction']
+        for event in detail.get('events', []):
+            if event['event'] == event_name and event.get('finish_time'):
+                return event.get('result') or 'finished'
+    return None
+
+
+def revert_after_delete(d, results):
+    """Bug 1848343 at the destination: the server is deleted while the
+    destination reverts its resize.
+
+    A cold migration reaches VERIFY_RESIZE; the user reverts, and the
+    destination's test driver stops in the destroy() of revert_resize
+    (the gate). The user deletes the server: the destination's
+    terminate_instance runs meanwhile (revert_resize holds no instance
+    lock) and the server is gone. The gate opens: revert_resize goes on
+    and casts finish_revert_resize to the source, on the deleted server.
+    """
+    before = set(d.consumers_with_allocations())
+    uuid = d.boot(1, name='revert')[0]
+    d.wait_status(uuid, ('ACTIVE',))
+    d.post('/servers/%s/action' % uuid, {'migrate': None})
+    server = d.wait_status(uuid, ('VERIFY_RESIZE',))
+    target = server['OS-EXT-SRV-ATTR:host']
+    step = '%s.destroy' % target
+    d.touch(step + '.arm')
+    d.post('/servers/%s/action' % uuid, {'revertResize': None})
+    d.wait_file(step + '.reached')
+    d.delete(uuid)
+    d.wait_gone(uuid)
+    d.touch(step + '.release')
+    deploy.wait_until(
+        "the destination's revert_resize to finish",
+        lambda: _event_finished(d, uuid, 'revertResize',
+                                'compute_revert_resize'))
+    if _event_finished(d, uuid, 'revertResize',
+                       'compute_revert_resize') != 'Error':
+        # It cast finish_revert_resize to the source: wait for it there.
+        deploy.wait_until(
+            "the source's finish_revert_resize to finish",
+            lambda: _event_finished(d, uuid, 'revertResize',
+                                    'compute_finish_revert_resize'))
+    leaked = {c: d.allocations(c)
+              for c in set(d.consumers_with_allocations()) - before}
+    results['server deleted while the destination reverts a resize'] = (
+        LEAK + 'allocations left: %s' % deploy.dump(leaked)
+        if leaked else None)
+
+
 def orphans(d, results):
     """The orphan instances task: a guest added out of band to compute1
     (action=log) is logged and left running; one added to compute2
@@ -311,6 +369,8 @@ SCENARIOS = (
         'placement down during a delete (503, retry)': True}),
     (1848343, resize_after_delete, {
         'resize fails after the server was deleted': True}),
+    (1848343, revert_after_delete, {
+        'server deleted while the destination reverts a resize': True}),
     ('orphans', orphans, {'orphan guests: logged, reaped': True}),
     ('faults', database_restart, {
         'database and broker restarts: no leak, no wedged service': False}),
@@ -324,13 +384,15 @@ def fingerprint_mismatch(workdir, nova_conf):
     """
     import json
     import nova_fixes
+    from nova_fixes import activation
+    series = activation.series_of(activation.nova_version())
     src = os.path.dirname(nova_fixes.__file__)
     tree = os.path.join(workdir, 'mismatch')
     shutil.copytree(src, os.path.join(tree, 'nova_fixes'))
     path = os.path.join(tree, 'nova_fixes', 'fingerprints.json')
     with open(path) as f:
         recorded = json.load(f)
-    changed = _alter_one(recorded)
+    changed = _alter_one(recorded, series)
     with open(path, 'w') as f:
         json.dump(recorded, f)
     env = dict(os.environ, PYTHONPATH=tree)
@@ -347,34 +409,38 @@ def fingerprint_mismatch(workdir, nova_conf):
     return None
 
 
-def _alter_one(recorded):
-    """Change one recorded fingerprint of a conductor target of nova 34's
-    series; returns the target's path.
+def _alter_one(recorded, series):
+    """Change one recorded fingerprint of a conductor target of the
+    installed nova's series; returns the target's path.
     """
-    for key in ('fingerprints', 'series'):
-        recorded = recorded.get(key, recorded)
-    series = recorded.get('2026.2', recorded)
+    prints = recorded.get(series)
+    if not isinstance(prints, dict):
+        raise deploy.DeployError('fingerprints.json has no series %s'
+                                 % series)
     # A target of the conductor's: the conductor checks its own.
-    for target, value in sorted(series.items()):
+    for target, value in sorted(prints.items()):
         if (target.startswith('nova.conductor.') and
                 isinstance(value, str) and value != 'absent'):
-            series[target] = '0' * len(value)
+            prints[target] = '0' * len(value)
             return target
-    raise deploy.DeployError('no fingerprint of 2026.2 to alter')
+    raise deploy.DeployError('no fingerprint of %s to alter' % series)
 
 
 # -- the run ------------------------------------------------------------------
 
 
 def reset(d):
-    """After a scenario, whatever became of it: placement up and its gate
-    open, the broker running.
+    """After a scenario, whatever became of it: placement up, every gate
+    disarmed and any gate still holding a step released, the broker
+    running.
     """
-    for name in ('placement.down', 'placement.claims.arm'):
-        if os.path.exists(d.gate(name)):
+    if os.path.exists(d.gate('placement.down')):
+        os.unlink(d.gate('placement.down'))
+    for name in os.listdir(d.gates):
+        if name.endswith('.arm'):
             os.unlink(d.gate(name))
-    if os.path.exists(d.gate('placement.reached')):
-        d.touch('placement.release')
+        elif name.endswith('.reached'):
+            d.touch(name[:-len('reached')] + 'release')
     deploy.services('start', 'rabbitmq')
 
 

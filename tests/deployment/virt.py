@@ -17,11 +17,12 @@ driver_alias). The test drives it across processes through
 files in the directory named by NOVA_FIXES_DEPLOY_GATES:
 
 ``<host>.<step>.arm``
-    the next call of <step> on <host> stops: it creates
-    ``<host>.<step>.reached`` and waits until ``<host>.<step>.release``
-    exists (at most GATE_TIMEOUT seconds), then consumes the three files.
-    If the release file says ``fail``, the step raises InstanceNotFound
-    instead of running (the guest vanished meanwhile).
+    the next call of <step> on <host> stops: it takes the arm file (a
+    rename: a call of the same step meanwhile, in another greenthread,
+    runs through), creates ``<host>.<step>.reached`` and waits until
+    ``<host>.<step>.release`` exists (at most GATE_TIMEOUT seconds), then
+    consumes the files. If the release file says ``fail``, the step raises
+    InstanceNotFound instead of running (the guest vanished meanwhile).
 ``<host>.guests``
     UUIDs, one a line, of guests running on <host> that nova did not
     create (added out of band); destroy() removes a guest from it.
@@ -46,7 +47,10 @@ class GatedFakeDriver(fake.FakeDriver):
 
     def _gate(self, step, instance):
         arm = self._path(step + '.arm')
-        if not os.path.exists(arm):
+        taken = arm + '.taken'
+        try:
+            os.rename(arm, taken)
+        except FileNotFoundError:
             return
         reached = self._path(step + '.reached')
         release = self._path(step + '.release')
@@ -60,7 +64,7 @@ class GatedFakeDriver(fake.FakeDriver):
             time.sleep(0.1)
         with open(release) as f:
             verdict = f.read().strip()
-        for path in (arm, reached, release):
+        for path in (taken, reached, release):
             os.unlink(path)
         if verdict == 'fail':
             raise exception.InstanceNotFound(instance_id=instance.uuid)
@@ -92,6 +96,7 @@ class GatedFakeDriver(fake.FakeDriver):
 
     def destroy(self, context, instance, network_info, block_device_info=None,
                 destroy_disks=True, destroy_secrets=True):
+        self._gate('destroy', instance)
         guests = self._out_of_band()
         if instance.uuid in guests and instance.uuid not in self.instances:
             guests.remove(instance.uuid)
