@@ -23,11 +23,14 @@ process, the fake virt driver):
   with its flavor, metadata and system metadata), 5 whose record is
   deleted, 5 whose record names another host, 5 with no record at all.
   Each task must report exactly its own guests (the deleted ones; the
-  foreign and unknown ones), or the benchmark fails. CPU seconds of the
-  scanning thread (time.thread_time(): a scan makes its database reads
-  and driver calls in the thread that runs it, while the process's other
-  threads serve the other nova services meanwhile), median of --repeat
-  runs, the two tasks alternating which one runs first.
+  foreign and unknown ones), or the benchmark fails. With --nodes N > 1
+  (default: 1 and 100) host1's own records are spread over N nodes of
+  host1, each with its compute node record, as on an Ironic host. CPU
+  seconds of the scanning thread (time.thread_time(): a scan makes its
+  database reads and driver calls in the thread that runs it, while the
+  process's other threads serve the other nova services meanwhile),
+  median of --repeat runs, the two tasks alternating which one runs
+  first.
 * operation rows: one server operation through the API, on vanilla nova
   and with every drop-in activated: placement requests and database
   statements from the API call until the operation has settled (the
@@ -44,11 +47,14 @@ process, the fake virt driver):
   after. Wall milliseconds are printed below the table.
 
 Statements are the SELECT/INSERT/UPDATE/DELETE sent to the databases
-(SQLite's BEGIN, SAVEPOINT and the like are not). Placement requests are
-those of nova's report client.
+(SQLite's BEGIN, SAVEPOINT and the like are not): nova's and, as
+placement runs in process, placement's; the "nova DB" column counts
+nova's databases only (API, cells). The services' heartbeats are never
+counted. Placement requests are those of nova's report client.
 
 Usage: python tools/bench.py [--repeat N] [--op-repeat N]
-    [--guests N [N ...]] [--only scans|operations|activation ...]
+    [--guests N [N ...]] [--nodes N [N ...]]
+    [--only scans|operations|activation ...]
     [--operation NAME ...]
 """
 
@@ -80,8 +86,10 @@ from nova.db.main import api as db_api  # noqa: E402
 from nova.db.main import models  # noqa: E402
 from nova import exception  # noqa: E402
 from nova.scheduler.client import report  # noqa: E402
+from nova.servicegroup.drivers import db as db_servicegroup  # noqa: E402
 from nova.virt import fake  # noqa: E402
 from oslo_utils import uuidutils  # noqa: E402
+from placement import db_api as placement_db  # noqa: E402
 import sqlalchemy as sa  # noqa: E402
 from sqlalchemy import event  # noqa: E402
 
@@ -105,7 +113,9 @@ class Counter(object):
 
     Work done by the test's own thread is counted only until mute() (the
     API call that starts an operation); after it, that thread only polls.
-    A scan counts its own thread only.
+    A scan counts its own thread only. The services' heartbeats (the
+    servicegroup's _report_state, on a timer of their own) are never
+    counted: whether one falls in an operation's window is chance.
     """
 
     def __init__(self):
@@ -114,9 +124,14 @@ class Counter(object):
         self.on = False
         self.main = threading.get_ident()
         self.main_counts = True
+        # Set in the thread of a service heartbeat while it runs.
+        self.heartbeat = threading.local()
+        # Statements sent to nova's own databases, not placement's.
+        self.nova_statements = 0
+        self.placement_engine = None
 
     def counts(self):
-        if not self.on:
+        if not self.on or getattr(self.heartbeat, 'on', False):
             return False
         if threading.get_ident() == self.main:
             return self.main_counts
@@ -125,9 +140,11 @@ class Counter(object):
     def statement(self, conn, cursor, statement, *args):
         if self.counts() and statement.lstrip()[:6].upper() in _VERBS:
             self.statements += 1
+            if conn.engine is not self.placement_engine:
+                self.nova_statements += 1
 
     def start(self, only_main=False):
-        self.statements = self.requests = 0
+        self.statements = self.requests = self.nova_statements = 0
         self.calls = []
         self.main_counts = True
         self.only_main = only_main
@@ -164,6 +181,21 @@ class Benchmark(test_orphan_instances._OrphanTestBase):
                      self.counter.statement)
         self.addCleanup(event.remove, sa.engine.Engine,
                         'before_cursor_execute', self.counter.statement)
+        # Placement runs in process: its statements are counted too, and
+        # told apart from nova's by their engine.
+        self.counter.placement_engine = placement_db.get_placement_engine()
+        report_state = db_servicegroup.DbDriver._report_state
+        heartbeat = self.counter.heartbeat
+
+        def uncounted_report_state(driver, service):
+            heartbeat.on = True
+            try:
+                return report_state(driver, service)
+            finally:
+                heartbeat.on = False
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.servicegroup.drivers.db.DbDriver._report_state',
+            uncounted_report_state))
         for verb in ('get', 'put', 'post', 'delete'):
             self.useFixture(fixtures.MonkeyPatch(
                 'nova.scheduler.client.report.SchedulerReportClient.' + verb,
@@ -202,8 +234,35 @@ class Benchmark(test_orphan_instances._OrphanTestBase):
                                    sa.select(table).where(key == uuid))]
         return rows
 
-    def _populate(self, size):
-        """N guests on host1's hypervisor and their rows in cell1."""
+    def _nodes(self, cctxt, count):
+        """The names of ``count`` nodes of host1, its compute node records
+        created (copies of host1's own) where missing.
+        """
+        if count == 1:
+            return ['host1']
+        names = ['host1-node-%04d' % n for n in range(count)]
+        table = models.ComputeNode.__table__
+        rows = [dict(row._mapping) for row in cctxt.session.execute(
+            sa.select(table).where(table.c.host == 'host1'))]
+        have = set(row['hypervisor_hostname'] for row in rows)
+        template = [row for row in rows
+                    if row['hypervisor_hostname'] == 'host1'][0]
+        new = []
+        for name in names:
+            if name in have:
+                continue
+            row = dict(template, uuid=uuidutils.generate_uuid(),
+                       hypervisor_hostname=name)
+            row.pop('id')
+            new.append(row)
+        if new:
+            cctxt.session.execute(sa.insert(table), new)
+        return names
+
+    def _populate(self, size, nodes=1):
+        """N guests on host1's hypervisor and their rows in cell1; the
+        guests of host1's own records spread over ``nodes`` nodes.
+        """
         server = self._create_server(host='host1', networks='none')
         self.api.post_server_metadata(server['id'], {'owner': 'bench',
                                                      'tier': 'web'})
@@ -215,6 +274,7 @@ class Benchmark(test_orphan_instances._OrphanTestBase):
             with db_api.get_context_manager(cctxt).writer.using(cctxt):
                 next_id = cctxt.session.execute(
                     sa.select(sa.func.max(models.Instance.id))).scalar()
+                node_names = self._nodes(cctxt, nodes)
                 batch = collections.defaultdict(list)
                 old = datetime.datetime(2026, 1, 1)
                 for i in range(size):
@@ -241,6 +301,9 @@ class Benchmark(test_orphan_instances._OrphanTestBase):
                                                vm_state='deleted')
                                 elif kind == 'foreign':
                                     row.update(host='host2', node='host2')
+                                else:
+                                    row.update(node=node_names[
+                                        i % len(node_names)])
                             else:
                                 row['instance_uuid'] = uuid
                             batch[table].append(row)
@@ -300,8 +363,8 @@ class Benchmark(test_orphan_instances._OrphanTestBase):
                          % sorted(kind for kind in guests
                                   if found & set(guests[kind])))
 
-    def _bench_scan(self, size):
-        guests = self._populate(size)
+    def _bench_scan(self, size, nodes=1):
+        guests = self._populate(size, nodes)
         results = {'nova': [], 'orphan': []}
         for i in range(ARGS.repeat):
             order = ('nova', 'orphan') if i % 2 == 0 else ('orphan', 'nova')
@@ -315,7 +378,8 @@ class Benchmark(test_orphan_instances._OrphanTestBase):
         nova = results['nova']
         orphan = results['orphan']
         ROWS.append((
-            'scan, %d guests (CPU s)' % size,
+            'scan, %d guests%s (CPU s)' % (
+                size, ', %d nodes' % nodes if nodes > 1 else ''),
             statistics.median(r[0] for r in nova),
             statistics.median(r[0] for r in orphan),
             (nova[0][1], orphan[0][1]),
@@ -329,7 +393,8 @@ class Benchmark(test_orphan_instances._OrphanTestBase):
         self.flags(running_deleted_instance_action='log',
                    running_deleted_instance_timeout=0)
         for size in ARGS.guests:
-            self._bench_scan(size)
+            for nodes in ARGS.nodes:
+                self._bench_scan(size, nodes)
 
     # -- operations ----------------------------------------------------
 
@@ -339,9 +404,9 @@ class Benchmark(test_orphan_instances._OrphanTestBase):
         action()
         self.counter.mute()
         settled()
-        counts = self.counter.stop()
+        requests, statements = self.counter.stop()
         CALLS.append(list(self.counter.calls))
-        return counts
+        return requests, statements, self.counter.nova_statements
 
     def _mode(self, fixed):
         nova_fixes.deactivate()
@@ -497,7 +562,9 @@ class Benchmark(test_orphan_instances._OrphanTestBase):
                          median[False][1], median[True][1],
                          (median[False][0], median[True][0]),
                          (sorted(set(c[1] for c in counts[False])),
-                          sorted(set(c[1] for c in counts[True])))))
+                          sorted(set(c[1] for c in counts[True]))),
+                         (sorted(set(c[2] for c in counts[False])),
+                          sorted(set(c[2] for c in counts[True])))))
 
     # -- activation ----------------------------------------------------
 
@@ -601,14 +668,20 @@ def _pair(values):
 
 
 def print_table(rows):
+    """One line a row; a row's nova DB statements (its sixth item) are
+    its statements when it has none of its own (scans and activation
+    touch no placement database).
+    """
     header = ('operation or scan', 'vanilla', 'nova-fixes', 'ratio',
-              'requests', 'statements')
+              'requests', 'statements', 'nova DB')
     lines = [header]
-    for name, vanilla, fixed, requests, statements in rows:
+    for row in rows:
+        name, vanilla, fixed, requests, statements = row[:5]
+        nova_db = row[5] if len(row) > 5 else statements
         ratio = '%.2f' % (fixed / vanilla) if vanilla else '-'
         lines.append((name, _figure(vanilla), _figure(fixed), ratio,
-                      _pair(requests), _pair(statements)))
-    widths = [max(len(line[i]) for line in lines) for i in range(6)]
+                      _pair(requests), _pair(statements), _pair(nova_db)))
+    widths = [max(len(line[i]) for line in lines) for i in range(7)]
     for line in lines:
         print('  '.join(cell.ljust(width) if i == 0 else cell.rjust(width)
                         for i, (cell, width) in
@@ -628,6 +701,10 @@ def main(argv=None):
                         help='runs per operation and nova (median)')
     parser.add_argument('--guests', type=int, nargs='+',
                         default=[1000, 10000], help='guests per scan')
+    parser.add_argument('--nodes', type=int, nargs='+', default=[1, 100],
+                        help="nodes of the scanning host (as an Ironic "
+                             "host has many) over which its guests' "
+                             "records are spread, for each --guests")
     parser.add_argument('--only', choices=PARTS, action='append',
                         help='only this part of the benchmark (repeat for '
                              'several)')
@@ -638,6 +715,8 @@ def main(argv=None):
     ARGS = parser.parse_args(argv)
     if min(ARGS.repeat, ARGS.op_repeat) < 1:
         parser.error('--repeat and --op-repeat must be at least 1')
+    if min(ARGS.nodes) < 1:
+        parser.error('--nodes must be at least 1')
     if min(ARGS.guests) < 3 * SPECIAL + 1:
         parser.error('--guests must be at least %d' % (3 * SPECIAL + 1))
     tests = ['test_' + part for part in PARTS
