@@ -54,7 +54,18 @@ CI_OPERATIONS = ('cold-migrate-revert', 'live-migrate-pre-fails')
 #: server deleted while the revert of a cold migration is on its way to
 #: the destination or back to the source; finish_revert_resize fails on
 #: the deleted server and the migration keeps the source's allocations.
+#: And its live migration rollback: the server deleted while the
+#: destination's pre_live_migration fails, in the source's
+#: _rollback_live_migration or its _revert_allocation, which moves the
+#: migration's allocations back to the deleted server
+#: (test_bug_1848343's DeletedServerRevertPathsTest, by hand).
 KNOWN_VANILLA_LEAKS = {
+    ('live-migrate-pre-fails', 'rpc compute-alt.pre_live_migration',
+     'delete'): '1848343 pre_live_migration failure',
+    ('live-migrate-pre-fails', 'ComputeManager._rollback_live_migration',
+     'delete'): '1848343 _rollback_live_migration',
+    ('live-migrate-pre-fails', 'ComputeManager._revert_allocation',
+     'delete'): '1848343 _revert_allocation of a live migration',
     ('cold-migrate-revert', 'rpc compute.revert_resize', 'delete'):
         '1848343 revert_resize',
     ('cold-migrate-revert', 'rpc compute-alt.finish_revert_resize',
