@@ -267,13 +267,14 @@ def find_orphan_instances(manager, context):
     (being shelved or unshelved), deleted records ([DEFAULT]
     running_deleted_instance_action's business).
 
-    At most five database round trips whatever the number of guests and
+    At most four database round trips whatever the number of guests and
     of nodes, each made only if the previous ones left a guest to decide:
     the UUIDs of this host's records (one column), the records of the
     other guests (base columns only), the migrations in progress involving
-    this host, the instance mappings of the guests with no record, and
-    their hidden records. Only the guests that are not this host's own
-    are loaded as Instance objects.
+    this host and the instance mappings of the guests with no record.
+    Only the guests that are not this host's own are loaded as Instance
+    objects. The hidden records of unknown guests, a second guard (see
+    hidden_records), are looked up only before acting on them.
 
     :returns: the list of OrphanGuest, unknown and foreign
     :raises: whatever a lookup of this cell raises: without a complete
@@ -326,18 +327,25 @@ def find_orphan_instances(manager, context):
     unknown = _unmapped(context, [uuid for uuid in candidates
                                   if uuid not in by_uuid and
                                   uuid not in moving])
-    if unknown:
-        # InstanceList.get_by_filters skips hidden records unless asked for
-        # them alone. Their instances have a mapping, so this is a second
-        # guard: a cross-cell resize hides one of its two records.
-        with utils.temporary_mutation(context, read_deleted='yes'):
-            hidden = set(record.uuid for record in
-                         objects.InstanceList.get_by_filters(
-                             context, {'uuid': unknown, 'hidden': True},
-                             expected_attrs=[], use_slave=True))
-        orphans.extend(OrphanGuest(uuid, ORPHAN_UNKNOWN)
-                       for uuid in unknown if uuid not in hidden)
+    orphans.extend(OrphanGuest(uuid, ORPHAN_UNKNOWN) for uuid in unknown)
     return sorted(orphans, key=lambda orphan: orphan.uuid)
+
+
+def hidden_records(context, uuids):
+    """The UUIDs among ``uuids`` that have a hidden record in this cell.
+
+    InstanceList.get_by_filters skips hidden records unless asked for them
+    alone. A cross-cell resize hides one of its instance's two records,
+    and that instance has a mapping, which find_orphan_instances checks:
+    this is a second guard, made before an unknown guest is acted on.
+    """
+    if not uuids:
+        return set()
+    with utils.temporary_mutation(context, read_deleted='yes'):
+        return set(record.uuid for record in
+                   objects.InstanceList.get_by_filters(
+                       context, {'uuid': list(uuids), 'hidden': True},
+                       expected_attrs=[], use_slave=True))
 
 
 def _unmapped(context, uuids):
@@ -438,6 +446,21 @@ def _cleanup_orphan_instances(self, context):
     first_seen = getattr(self, '_orphan_instances_first_seen', {})
     first_seen = {o.uuid: first_seen.get(o.uuid, now) for o in orphans}
     self._orphan_instances_first_seen = first_seen
+
+    if conf.action != 'log':
+        due = [o.uuid for o in orphans if o.reason == ORPHAN_UNKNOWN and
+               now - first_seen[o.uuid] >= conf.grace_period]
+        try:
+            hidden = hidden_records(context, due)
+        except Exception:
+            LOG.exception('Orphan instances: looking up hidden records '
+                          'failed; no decision in this run, the next run '
+                          'tries again.')
+            return
+        for uuid in sorted(hidden):
+            LOG.debug('Guest %s: a hidden record in this cell (a '
+                      'cross-cell resize); not an orphan.', uuid)
+        orphans = [o for o in orphans if o.uuid not in hidden]
 
     acted = 0
     for orphan in orphans:

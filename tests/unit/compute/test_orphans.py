@@ -116,21 +116,37 @@ class ClassificationTestCase(_Base):
         self.mapped = [uuids.mapped]
         self.migrations = [mock.Mock(instance_uuid=uuids.moving),
                            mock.Mock(instance_uuid=uuids.moving_unknown)]
+        # The guest whose only record is hidden has no mapping here (a
+        # cross-cell resize keeps one): unknown, until the task checks its
+        # hidden records before acting (TaskTestCase).
         self.assertEqual({uuids.unknown: ('unknown', None),
+                          uuids.hidden: ('unknown', None),
                           uuids.foreign: ('foreign', 'host2')},
                          self._find())
         self.get_by_instance_uuids.assert_called_once_with(
             self.context, sorted([uuids.mapped, uuids.unknown,
                                   uuids.hidden]))
 
-    def test_hidden_records_are_read(self):
+    def test_hidden_records_are_not_read_to_classify(self):
         self.guests(uuids.a, uuids.b)
         self.records = [_record(uuids.a, 'host2', hidden=True)]
-        self.assertEqual({uuids.b: ('unknown', None)}, self._find())
+        self.assertEqual({uuids.a: ('unknown', None),
+                          uuids.b: ('unknown', None)}, self._find())
         self.assertEqual(
-            [None, True],
-            [c[0][1].get('hidden') for c in
-             self.get_by_filters.call_args_list])
+            [None], [c[0][1].get('hidden') for c in
+                     self.get_by_filters.call_args_list])
+
+    def test_hidden_records(self):
+        self.records = [_record(uuids.a, 'host2', hidden=True),
+                        _record(uuids.b, 'host2')]
+        self.assertEqual({uuids.a}, manager.hidden_records(
+            self.context, [uuids.a, uuids.b, uuids.c]))
+        filters = self.get_by_filters.call_args[0][1]
+        self.assertIs(True, filters['hidden'])
+        self.assertEqual('no', self.context.read_deleted)
+        self.get_by_filters.reset_mock()
+        self.assertEqual(set(), manager.hidden_records(self.context, []))
+        self.get_by_filters.assert_not_called()
 
     def test_no_candidate_no_more_lookups(self):
         self.guests(uuids.a, uuids.b)
@@ -160,7 +176,7 @@ class ClassificationTestCase(_Base):
         self.own = ['%032x' % i for i in range(250)]
         self.assertEqual(250, len(self._find()))
         self.assertEqual(1, self.get_uuids_by_host.call_count)
-        self.assertEqual(2, self.get_by_filters.call_count)
+        self.assertEqual(1, self.get_by_filters.call_count)
         self.assertEqual(1, objects.MigrationList.get_by_filters.call_count)
         self.assertEqual(1, self.get_by_instance_uuids.call_count)
         filters = self.get_by_filters.call_args[0][1]
@@ -209,6 +225,58 @@ class TaskTestCase(_Base):
         self.manager.driver.destroy.assert_not_called()
         self.manager.driver.power_off.assert_not_called()
         self.assertIn(uuids.a, log.warning.call_args[0])
+
+    def test_log_reads_no_hidden_record(self):
+        self.guests(uuids.a)
+        self.records = [_record(uuids.a, 'host2', hidden=True)]
+        with mock.patch.object(manager, 'LOG') as log:
+            self._run()
+        self.assertEqual(
+            [None], [c[0][1].get('hidden') for c in
+                     self.get_by_filters.call_args_list])
+        self.manager.driver.destroy.assert_not_called()
+        self.assertIn(uuids.a, log.warning.call_args[0])
+
+    def test_hidden_record_spares_a_guest_due_for_action(self):
+        self.conf.config(action='reap', grace_period=0,
+                         group='orphan_instances')
+        self.guests(uuids.a, uuids.b)
+        self.records = [_record(uuids.a, 'host2', hidden=True)]
+        self._run()
+        destroyed = [c[0][1].uuid for c in
+                     self.manager.driver.destroy.call_args_list]
+        self.assertEqual([uuids.b], destroyed)
+        hidden = [c for c in self.get_by_filters.call_args_list
+                  if c[0][1].get('hidden')]
+        self.assertEqual(1, len(hidden))
+        self.assertEqual(sorted([uuids.a, uuids.b]),
+                         sorted(hidden[0][0][1]['uuid']))
+
+    def test_no_hidden_lookup_within_the_grace_period(self):
+        self.conf.config(action='reap', grace_period=60,
+                         group='orphan_instances')
+        self.guests(uuids.a)
+        self._run()
+        self.assertEqual(
+            [None], [c[0][1].get('hidden') for c in
+                     self.get_by_filters.call_args_list])
+        self.manager.driver.destroy.assert_not_called()
+
+    def test_hidden_lookup_failure_decides_nothing(self):
+        self.conf.config(action='reap', grace_period=0,
+                         group='orphan_instances')
+        self.guests(uuids.a)
+
+        def records(context, filters, **kwargs):
+            if filters.get('hidden'):
+                raise Exception('timeout')
+            return []
+
+        self.get_by_filters.side_effect = records
+        with mock.patch.object(manager, 'LOG') as log:
+            self._run()
+        self.manager.driver.destroy.assert_not_called()
+        log.exception.assert_called_once()
 
     def test_stop_only_powers_off(self):
         self.conf.config(action='stop', grace_period=0,
