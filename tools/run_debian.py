@@ -27,7 +27,11 @@ Debian packagers) and nova-fixes beside them (this tree on PYTHONPATH):
    nova, imported ahead of the package by the test processes of 3 and 4;
 3. the regression suite on the patched copy, nothing activated;
 4. nova's own unit tests of every module the patches touch, and the
-   nova functional tests they add, on the patched copy.
+   nova functional tests they add, on the patched copy;
+5. every nova-fixes entry point started in a fresh process on the
+   packaged nova, with the drop-ins (tools/check_entry_points.py: nova's
+   nova-manage is run as ``python3 -c`` of its main(), which Debian
+   ships in nova-common).
 
 nova's API test fixtures read api-paste.ini, which python3-nova does not
 ship: it is taken from Debian's nova-common (installed, or downloaded with
@@ -223,6 +227,10 @@ def main():
                 add(recreate.count(name, results))
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    # 5. every entry point in a fresh process, on the packaged nova with
+    # the drop-ins.
+    entry = run_series.check_entry_points.run_fresh_checker(progress=print)
+    add((entry.passed, entry.failed, entry.skipped))
     print('Debian 12 (%s) took %d s' % (SERIES, time.time() - start))
     print('%d passed, %d failed, %d skipped' % (passed, failed, skipped))
     return 1 if failed else 0
