@@ -211,18 +211,9 @@ def resize_after_delete(d, results):
     d.wait_gone(uuid)
     d.touch(step + '.release', 'fail')
 
-    def resize_over():
-        actions = d.get('/servers/%s/os-instance-actions' % uuid)
-        for action in actions['instanceActions']:
-            if action['action'] != 'migrate':
-                continue
-            detail = d.get('/servers/%s/os-instance-actions/%s' % (
-                uuid, action['request_id']))['instanceAction']
-            return any(e['event'] == 'compute_resize_instance' and
-                       e.get('finish_time')
-                       for e in detail.get('events', []))
-        return False
-    deploy.wait_until('the failed resize_instance to finish', resize_over)
+    deploy.wait_until(
+        'the failed resize_instance to finish',
+        lambda: _event_finished(d, uuid, 'migrate', 'compute_resize_instance'))
     leaked = {c: d.allocations(c)
               for c in set(d.consumers_with_allocations()) - before}
     results['resize fails after the server was deleted'] = (
