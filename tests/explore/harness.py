@@ -10,10 +10,13 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""One run of an operation on nova's functional fixtures.
+"""Runs of an operation on nova's functional fixtures.
 
 ExploreCase is a test case of the functional suite's own kind (the
-NovaFixesTestMixin on ProviderUsageBaseTestCase), run once per plan:
+NovaFixesTestMixin on ProviderUsageBaseTestCase). It starts nova's
+services and prepares the operation (its server booted, its faults
+stubbed) once; then each run, a ``plan``, starts from that prepared state
+in a child process of its own (tests.explore.forked):
 
 - ``record``: the operation runs undisturbed while the tracker records
   its steps; then the server is deleted and the invariants checked (the
@@ -24,6 +27,10 @@ NovaFixesTestMixin on ProviderUsageBaseTestCase), run once per plan:
   _wait_for_the_compute); the step is released; everything settles and
   the invariants are checked, then again after archive_deleted_rows and
   the periodics.
+
+Every run starts from the same databases, queues and services. With
+``fork`` off (the worker's ``--fresh``), a case runs one plan in its own
+process, on services started for it.
 
 Every wait is bounded; nothing sleeps.
 """
@@ -40,6 +47,7 @@ from nova import objects
 from nova.tests.functional.api import client as api_client
 from nova.tests.functional import integrated_helpers
 
+from tests.explore import forked
 from tests.explore import tracker as tracker_mod
 from tests.functional import base
 
@@ -56,38 +64,27 @@ class Stop(Exception):
     """The operation's driver stops: its server was deleted."""
 
 
-class Outcome(object):
-    """What one run found: result is OK, LEAK, WRONG or ERROR."""
-
-    def __init__(self):
-        self.result = None
-        self.details = []
-        #: What was seen but is no failure (guests before the periodics).
-        self.notes = []
-        self.steps = []
-        self.unholdable = []
-        self.held_owner = None
-
-    def error(self, why):
-        if self.result != 'ERROR':
-            self.result = 'ERROR'
-            self.details = [why]
-
-    def to_dict(self):
-        return {'result': self.result, 'details': self.details,
-                'notes': self.notes}
+#: What one run found.
+Outcome = forked.Outcome
 
 
 class ExploreCase(base.NovaFixesTestMixin,
                   integrated_helpers.ProviderUsageBaseTestCase):
     compute_driver = 'fake.MediumFakeDriver'
 
-    def __init__(self, operation, plan):
+    def __init__(self, operation, session, fork=True):
+        """``session(case)`` runs the plans, each with
+        ``case.run_plan(plan)``; without ``fork``, one plan only.
+        """
         super(ExploreCase, self).__init__('test_explore')
         self.operation = operation
+        self.session = session
+        self.fork = fork
         #: ('record',) or ('inject', step, compute_down)
-        self.plan = plan
-        self._outcome_ = Outcome()
+        self.plan = None
+        self._outcome_ = None
+        self.prepare_error = None
+        self._runs = 0
 
     def setUp(self):
         self._cells = []
@@ -249,14 +246,15 @@ class ExploreCase(base.NovaFixesTestMixin,
 
     def test_explore(self):
         try:
-            self._explore()
+            self._prepare()
         except Exception:
-            self._outcome_.error('harness: ' + traceback.format_exc(
-                limit=-3).strip().replace('\n', ' | '))
-        finally:
-            self.tracker.release.set()
+            self.prepare_error = 'harness: ' + _last_frames()
+        self.session(self)
 
-    def _explore(self):
+    def _prepare(self):
+        """What every run starts from: the computes, the quota usage
+        before the operation, what the operation prepares; settled.
+        """
         op = self.operation
         self.flavor_id = self._create_flavor(**op.flavor)
         for host in op.hosts:
@@ -264,8 +262,51 @@ class ExploreCase(base.NovaFixesTestMixin,
         self.baseline = self._quota_usage()
         op.prepare(self)
         self.settle()
-        if not self.operation.boots:
+        if not op.boots:
             self.servers_known.set()
+        if self.fork:
+            self.useFixture(forked.ReflectOnce(self._cell_engines()))
+            forked.warm_inspect()
+            self._runner = forked.Runner()
+            self.addCleanup(self._runner.close)
+
+    def _cell_engines(self):
+        from nova.db.main import api as main_db
+        engines = []
+        for cell in self.cell_mappings.values():
+            with nova_context.target_cell(self.ctxt, cell) as cctxt:
+                engines.append(main_db.get_engine(use_slave=True,
+                                                  context=cctxt))
+        return engines
+
+    def run_plan(self, plan):
+        """One run of the operation from the prepared state: an Outcome."""
+        self._runs += 1
+        if self.prepare_error:
+            outcome = Outcome()
+            outcome.error(self.prepare_error)
+            return outcome
+        if self.fork:
+            return self._runner.run(lambda: self._run_here(plan))
+        if self._runs > 1:
+            raise RuntimeError('a case without fork runs one plan')
+        return self._run_here(plan)
+
+    def _run_here(self, plan):
+        self.plan = plan
+        self._outcome_ = outcome = Outcome()
+        try:
+            self._explore()
+        except Exception:
+            outcome.error('harness: ' + _last_frames())
+        finally:
+            self.tracker.release.set()
+        if outcome.result is None:
+            outcome.error('no result')
+        return outcome
+
+    def _explore(self):
+        op = self.operation
         if self.plan[0] == 'record':
             self.tracker.arm(record=True)
             error = self._drive(OP_TIMEOUT, wait=True)
@@ -337,7 +378,7 @@ class ExploreCase(base.NovaFixesTestMixin,
             return False
         before = (tracker.deletes_sent, tracker.deletes_done)
         waited = self._delete_all(down=down)
-        if not waited:
+        if not waited and not self.delete_waits:
             waited = self._wait_for_the_compute(*before)
         tracker.release.set()
         for event in self._open_gates_after:
@@ -346,6 +387,14 @@ class ExploreCase(base.NovaFixesTestMixin,
             self._outcome_.error(waited)
             self._wait_deletes()
             return False
+        if self.delete_waits:
+            if not self._wait_deletes(DELETE_TIMEOUT):
+                self._outcome_.error(
+                    'the API\'s DELETE waited for the lock of the held '
+                    'step and did not return within %ss once the step was '
+                    'released' % DELETE_TIMEOUT)
+                return False
+            self._delete_errors()
         if not self._driver_done.wait(OP_TIMEOUT):
             self._outcome_.error('the operation did not finish once the '
                                'step was released')
@@ -364,9 +413,17 @@ class ExploreCase(base.NovaFixesTestMixin,
         request in a thread of its own; with ``down``, the compute of the
         first server is forced down first.
 
+        If the held step has the lock nova takes on a server, and a
+        request of the DELETE waits for that lock (the API confirms a
+        resize before it deletes, and the compute's confirm_resize takes
+        the lock), the DELETE can only return after the step: this returns
+        as soon as the request waits, with ``self.delete_waits`` set, and
+        the DELETE is waited for once the step is released (_inject).
+
         :returns: why the harness failed, if the DELETE did not return
         """
         self._down_host = None
+        self.delete_waits = False
         if down:
             host = self.admin_api.get_server(
                 self.servers[0]['id'])['OS-EXT-SRV-ATTR:host']
@@ -376,6 +433,8 @@ class ExploreCase(base.NovaFixesTestMixin,
             else:
                 self._down_host = host
                 self.compute_down(host)
+        locked = [s['id'] for s in self.servers
+                  if tracker_mod.is_locked(s['id'])]
         self.deleted.set()
         self._deletes = []
         self._open_gates_after = list(self.gates.values())
@@ -392,16 +451,31 @@ class ExploreCase(base.NovaFixesTestMixin,
                     errors.append('%s: %s' % (type(e).__name__, e))
                 finally:
                     done.set()
+                    self.tracker.notify()
 
             threading.Thread(target=delete, daemon=True).start()
             self._deletes.append((server, done, errors))
+
+        def returned():
+            return all(done.is_set() for _, done, _ in self._deletes)
+
+        def waits():
+            return any(self.tracker.lock_waits[uuid] for uuid in locked)
+
+        if not self.tracker.wait_for(lambda: returned() or waits(),
+                                     DELETE_TIMEOUT):
+            return ('the API\'s DELETE waits on the held step (no '
+                    'response within %ss)' % DELETE_TIMEOUT)
+        if not returned():
+            self.delete_waits = True
+            return None
+        self._delete_errors()
+        return None
+
+    def _delete_errors(self):
         for server, done, errors in self._deletes:
-            if not done.wait(DELETE_TIMEOUT):
-                return ('the API\'s DELETE waits on the held step (no '
-                        'response within %ss)' % DELETE_TIMEOUT)
             if errors:
                 self._outcome_.details.append('DELETE: ' + errors[0])
-        return None
 
     def _wait_for_the_compute(self, sent, done):
         """Wait until the compute has deleted the server as the API asked
@@ -413,16 +487,19 @@ class ExploreCase(base.NovaFixesTestMixin,
         :returns: why the harness failed, if the compute never finished
         """
         asked = self.tracker.deletes_sent - sent
-        if not asked or any(_locked(s['id']) for s in self.servers):
+        if not asked or any(tracker_mod.is_locked(s['id'])
+                            for s in self.servers):
             return None
         if not self.tracker.wait_deletes(done + asked, DELETE_TIMEOUT):
             return ('the compute\'s terminate_instance waits on the held '
                     'step (not done within %ss)' % DELETE_TIMEOUT)
         return None
 
-    def _wait_deletes(self):
-        for server, done, errors in self._deletes:
-            done.wait(OP_TIMEOUT)
+    def _wait_deletes(self, timeout=OP_TIMEOUT):
+        """Wait for the DELETE requests: whether they all returned."""
+        return self.tracker.wait_for(
+            lambda: all(done.is_set() for _, done, _ in self._deletes),
+            timeout)
 
     # -- the invariants ------------------------------------------------
 
@@ -545,17 +622,8 @@ class ExploreCase(base.NovaFixesTestMixin,
         return leaks, wrong
 
 
-def _locked(uuid):
-    """Whether a thread holds the lock nova takes on an instance
-    (utils.synchronized(instance.uuid), an internal lock).
-    """
-    from oslo_concurrency import lockutils
-    semaphore = lockutils._semaphores._semaphores.get(uuid)
-    if semaphore is None:
-        return False
-    if hasattr(semaphore, 'locked'):
-        return semaphore.locked()
-    return semaphore._value <= 0
+def _last_frames():
+    return traceback.format_exc(limit=-3).strip().replace('\n', ' | ')
 
 
 def nova_fixtures_module():

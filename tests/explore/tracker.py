@@ -30,6 +30,7 @@ step's name stable when threads interleave differently.
 """
 
 import collections
+import contextlib
 import functools
 import inspect
 import threading
@@ -130,6 +131,9 @@ class Tracker(object):
         self.deletes_done = 0
         self._listeners = set()
         self._exchanges = []
+        #: Threads waiting for the internal lock of each name (nova's
+        #: utils.synchronized(instance.uuid)), while another thread has it.
+        self.lock_waits = collections.Counter()
 
     # -- arming --------------------------------------------------------
 
@@ -201,6 +205,13 @@ class Tracker(object):
         with self._cond:
             return self._cond.wait_for(
                 lambda: self.deletes_done >= count, timeout)
+
+    def wait_for(self, predicate, timeout):
+        """Wait until ``predicate()`` holds (checked whenever the tracker
+        is notified: a message, a task or a lock wait changed).
+        """
+        with self._cond:
+            return self._cond.wait_for(predicate, timeout)
 
     def busy(self):
         return self._polled + self._tasks + self._queued()
@@ -321,10 +332,41 @@ class Tracker(object):
             ('oslo_messaging.rpc.server.RPCServer._process_incoming',
              process_incoming),
             ('nova.thread_pool_factory.spawn_on', tracked_spawn_on),
+            ('oslo_concurrency.lockutils.lock', self._lock_hook()),
         ]
         for module, name in MANAGERS:
             hooks += self._manager_hooks(module, name)
         return hooks
+
+    def _lock_hook(self):
+        """oslo.concurrency's lock(), counting the threads that wait for a
+        lock another thread has (lock_waits): the explorer learns that a
+        request waits on the held step.
+        """
+        from oslo_concurrency import lockutils
+        lock = lockutils.lock
+        tracker = self
+
+        @contextlib.contextmanager
+        def tracked_lock(name, *args, **kwargs):
+            waiting = [is_locked(name)]
+            if waiting[0]:
+                with tracker._cond:
+                    tracker.lock_waits[name] += 1
+                    tracker._cond.notify_all()
+            try:
+                with lock(name, *args, **kwargs) as taken:
+                    if waiting[0]:
+                        waiting[0] = False
+                        with tracker._cond:
+                            tracker.lock_waits[name] -= 1
+                    yield taken
+            finally:
+                if waiting[0]:
+                    with tracker._cond:
+                        tracker.lock_waits[name] -= 1
+
+        return tracked_lock
 
     def _manager_hooks(self, module_name, class_name):
         import importlib
@@ -353,6 +395,19 @@ class Tracker(object):
             return original(manager, *args, **kwargs)
 
         return entry
+
+
+def is_locked(name):
+    """Whether a thread has the internal lock ``name`` of oslo.concurrency
+    (nova's utils.synchronized(instance.uuid) takes one).
+    """
+    from oslo_concurrency import lockutils
+    semaphore = lockutils._semaphores._semaphores.get(name)
+    if semaphore is None:
+        return False
+    if hasattr(semaphore, 'locked'):
+        return semaphore.locked()
+    return semaphore._value <= 0
 
 
 #: The RPC method through which the API has a compute delete a server.

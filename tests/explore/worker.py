@@ -38,23 +38,61 @@ from tests.explore import operations
 VARIANTS = ('delete', 'down')
 
 
+def _case_error(result):
+    problems = result.errors + result.failures
+    if not problems:
+        return None
+    test, text = problems[0]
+    return 'test case: ' + text.strip().splitlines()[-1]
+
+
 def run_case(operation, plan):
-    case = harness.ExploreCase(operation, plan)
+    """One plan on services started for it (``--fresh``)."""
+    outcomes = []
+    case = harness.ExploreCase(
+        operation, lambda case: outcomes.append(case.run_plan(plan)),
+        fork=False)
     result = testtools.TestResult()
     case.run(result)
-    outcome = case._outcome_
-    problems = result.errors + result.failures
-    if problems and outcome.result in (None, 'OK'):
-        test, text = problems[0]
-        outcome.error('test case: ' + text.strip().splitlines()[-1])
+    outcome = outcomes[0] if outcomes else harness.Outcome()
+    error = _case_error(result)
+    if error and outcome.result in (None, 'OK'):
+        outcome.error(error)
     if outcome.result is None:
         outcome.error('no result')
     return outcome
 
 
-def explore(operation, variants, limit, write, progress):
+def explore(operation, variants, limit, write, progress, fresh=False):
+    """Record the operation's steps, then a run per (step, variant)."""
+    if fresh:
+        return _explore_plans(operation, lambda plan: run_case(operation,
+                                                              plan),
+                              variants, limit, write, progress)
+    sessions = []
+
+    def session(case):
+        sessions.append(case)
+        _explore_plans(operation, case.run_plan, variants, limit, write,
+                       progress)
+
+    case = harness.ExploreCase(operation, session)
+    result = testtools.TestResult()
+    case.run(result)
+    if not sessions:
+        # The services never started: the record run has the reason.
+        outcome = harness.Outcome()
+        outcome.error(_case_error(result) or 'the case did not run')
+        write({'op': operation.name, 'steps': [], 'unholdable': [],
+               'seconds': 0})
+        write(dict(op=operation.name, step='after', variant='delete',
+                   **outcome.to_dict()))
+        progress('%s: %s' % (operation.name, outcome.details[0]))
+
+
+def _explore_plans(operation, run, variants, limit, write, progress):
     start = time.monotonic()
-    recorded = run_case(operation, ('record',))
+    recorded = run(('record',))
     steps = recorded.steps[:limit] if limit else recorded.steps
     write({'op': operation.name, 'steps': [s.label for s in steps],
            'unholdable': [s.label for s in recorded.unholdable],
@@ -69,8 +107,7 @@ def explore(operation, variants, limit, write, progress):
     for step in steps:
         for variant in variants:
             began = time.monotonic()
-            outcome = run_case(operation,
-                               ('inject', step, variant == 'down'))
+            outcome = run(('inject', step, variant == 'down'))
             seconds = round(time.monotonic() - began, 1)
             write(dict(op=operation.name, step=step.label,
                        variant=variant, seconds=seconds,
@@ -88,6 +125,9 @@ def main(argv=None):
                         help='explore only the first N steps')
     parser.add_argument('--all-entries', action='store_true',
                         help='every manager method is a step')
+    parser.add_argument('--fresh', action='store_true',
+                        help='start the services afresh for every run, '
+                        'in this process (no fork)')
     parser.add_argument('operations', nargs='+')
     args = parser.parse_args(argv)
     known = {op.name: op for op in operations.OPERATIONS}
@@ -108,7 +148,8 @@ def main(argv=None):
             sys.stderr.flush()
 
         for name in args.operations:
-            explore(known[name], variants, args.steps, write, progress)
+            explore(known[name], variants, args.steps, write, progress,
+                    fresh=args.fresh)
     return 0
 
 

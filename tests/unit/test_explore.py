@@ -10,8 +10,9 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""The race explorer's command line: operation filters, step names and
-the matrix' counts (no nova services run here).
+"""The race explorer's command line: operation filters, step names,
+the matrix' counts, and runs in a child process (no nova services run
+here).
 """
 
 import argparse
@@ -25,6 +26,7 @@ import fixtures
 import testtools
 
 from tests.explore import __main__ as explore
+from tests.explore import forked
 from tests.explore import tracker
 
 OP = 'cold-migrate-revert'
@@ -284,13 +286,14 @@ class MainTest(testtools.TestCase):
             'tests.explore.__main__._worker_command', _writer(code=3)))
         self.assertEqual(1, explore.main(['--ci', '--out', outdir]))
         lines = stdout.getvalue().splitlines()
-        # Per side: the 'after' run of each of the two operations; the
-        # eight known leaks of vanilla (five of cold-migrate-revert, three
-        # of live-migrate-pre-fails) are not found; four workers fail.
+        # Per side: the 'after' run of each of the four operations; the
+        # nine known leaks of vanilla (five of cold-migrate-revert, three
+        # of live-migrate-pre-fails, one of live-migrate) are not found;
+        # eight workers fail.
         self.assertEqual(
-            ['0 passed, 14 failed',
-             'explored (vanilla): 2 steps, 0 leaks, 0 wrong, 2 errors',
-             'explored (fixed): 2 steps, 0 leaks, 0 wrong, 2 errors'],
+            ['0 passed, 21 failed',
+             'explored (vanilla): 4 steps, 0 leaks, 0 wrong, 4 errors',
+             'explored (fixed): 4 steps, 0 leaks, 0 wrong, 4 errors'],
             lines[-3:])
         self.assertIn('worker fixed live-migrate-pre-fails failed: worker '
                       'exit 3; 1 runs without a record', lines)
@@ -303,3 +306,135 @@ class MainTest(testtools.TestCase):
         # More jobs than cores do not shorten it.
         self.assertEqual(300 + 480 * 4 * 2 // 2, explore.default_deadline(
             [None] * 4, ['delete', 'down'], 4))
+
+
+def _outcome(result, **kwargs):
+    outcome = forked.Outcome()
+    outcome.result = result
+    for name, value in kwargs.items():
+        setattr(outcome, name, value)
+    return outcome
+
+
+class ForkedRunTest(testtools.TestCase):
+    """A run in a child process: what comes back, and what does not."""
+
+    def setUp(self):
+        super(ForkedRunTest, self).setUp()
+        # What a failing child prints stays in its copy of this.
+        self.useFixture(fixtures.MonkeyPatch('sys.stderr', io.StringIO()))
+        self.runner = forked.Runner()
+        self.addCleanup(self.runner.close)
+
+    def test_outcome_comes_back_whole(self):
+        step = tracker.Step('rpc', 'compute', 'revert_resize', 2)
+        outcome = self.runner.run(lambda: _outcome(
+            'LEAK', details=['migration 1234 on host1: VCPU=1'],
+            notes=['guest left'], steps=[step],
+            unholdable=[tracker.Step('entry', 'ComputeManager', 'x', 1)],
+            held_owner='host1'))
+        self.assertEqual('LEAK', outcome.result)
+        self.assertEqual(['migration 1234 on host1: VCPU=1'],
+                         outcome.details)
+        self.assertEqual(['guest left'], outcome.notes)
+        self.assertEqual([step], outcome.steps)
+        self.assertEqual('rpc compute.revert_resize#2',
+                         outcome.steps[0].label)
+        self.assertEqual('ComputeManager.x', outcome.unholdable[0].label)
+        self.assertEqual('host1', outcome.held_owner)
+
+    def test_the_child_changes_nothing_here(self):
+        state = {'runs': 0}
+
+        def func():
+            state['runs'] += 1
+            return _outcome('OK', notes=['runs %d' % state['runs']])
+
+        self.assertEqual(['runs 1'], self.runner.run(func).notes)
+        self.assertEqual(['runs 1'], self.runner.run(func).notes)
+        self.assertEqual(0, state['runs'])
+
+    def test_a_child_that_raises_is_an_error(self):
+        def func():
+            raise RuntimeError('boom')
+
+        outcome = self.runner.run(func)
+        self.assertEqual('ERROR', outcome.result)
+        self.assertEqual(["the run's process exited 1 without a result"],
+                         outcome.details)
+
+    def test_a_killed_child_is_an_error(self):
+        def func():
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        self.assertEqual(["the run's process was killed by signal 9 "
+                          "without a result"], self.runner.run(func).details)
+
+    def test_a_child_past_its_timeout_is_killed(self):
+        def func():
+            signal.pause()
+
+        outcome = self.runner.run(func, timeout=0.5)
+        self.assertEqual('ERROR', outcome.result)
+        self.assertEqual(['the run did not end within 0.5 s'],
+                         outcome.details)
+
+    def test_a_result_larger_than_a_pipe_buffer(self):
+        details = ['x' * 1000] * 500
+        self.assertEqual(details, self.runner.run(
+            lambda: _outcome('WRONG', details=details)).details)
+
+
+class ForkedDatabaseTest(testtools.TestCase):
+    """The child's view of an in-memory SQLite database it inherited."""
+
+    def setUp(self):
+        super(ForkedDatabaseTest, self).setUp()
+        self.useFixture(fixtures.MonkeyPatch('sys.stderr', io.StringIO()))
+        from oslo_db.sqlalchemy import engines
+        import sqlalchemy
+        self.sa = sqlalchemy
+        # oslo.db's engine, with its guard against forked connections.
+        self.engine = engines.create_engine('sqlite://')
+        with self.engine.begin() as conn:
+            conn.exec_driver_sql('CREATE TABLE servers (id INTEGER)')
+            conn.exec_driver_sql('INSERT INTO servers VALUES (1)')
+        self.runner = forked.Runner()
+        self.addCleanup(self.runner.close)
+
+    def _count(self):
+        try:
+            with self.engine.connect() as conn:
+                count = conn.exec_driver_sql(
+                    'SELECT count(*) FROM servers').scalar()
+        except Exception as e:
+            # oslo.db wraps what SQLite raised.
+            return _outcome('ERROR', details=[str(e).splitlines()[0]])
+        return _outcome('OK', notes=[str(count)])
+
+    def test_the_child_adopts_the_connection(self):
+        self.assertEqual(['1'], self.runner.run(self._count).notes)
+
+    def test_without_adopting_it_the_database_is_gone(self):
+        # What adopt_connections is for: oslo.db discards the connection,
+        # and a new in-memory one has no table.
+        self.useFixture(fixtures.MonkeyPatch(
+            'tests.explore.forked.adopt_connections', lambda records: None))
+        outcome = self.runner.run(self._count)
+        self.assertEqual(['(sqlite3.OperationalError) no such table: '
+                          'servers'], outcome.details)
+
+    def test_reflect_once(self):
+        sa = self.sa
+        self.useFixture(forked.ReflectOnce([self.engine]))
+        with self.engine.begin() as conn:
+            conn.exec_driver_sql('CREATE TABLE later (id INTEGER)')
+        metadata = sa.MetaData()
+        metadata.reflect(bind=self.engine)
+        # The tables reflected when the fixture was set up.
+        self.assertEqual(['servers'], sorted(metadata.tables))
+        self.assertIsInstance(metadata.tables['servers'], sa.Table)
+        # Anything else is reflected as it is.
+        only = sa.MetaData()
+        only.reflect(bind=self.engine, only=['later'])
+        self.assertEqual(['later'], sorted(only.tables))
