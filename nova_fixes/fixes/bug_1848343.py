@@ -60,8 +60,12 @@ for any of its migrations.
 * Every step that writes allocations for a server during a move checks
   afterwards, never before, whether the instance is deleted or being
   deleted, and removes what it wrote if so
-  (compute_utils.delete_allocations_if_deleted): the conductor's
-  rollback (one lookup after the move), the compute's
+  (compute_utils.delete_allocations_if_deleted): the conductor once the
+  scheduler has claimed a destination for a cold migration, resize or
+  live migration (a claim that lands after the delete creates the
+  instance consumer again, and neither a live migration nor a
+  cross-cell resize has a compute-side claim that would notice), the
+  conductor's rollback (one lookup after the move), the compute's
   _revert_allocation (a scheduler claim that lands after the delete
   creates the instance consumer again, so its existence does not prove
   the server lives), and a rebuild or an unshelve that fails on a
@@ -258,6 +262,17 @@ FIX = registry.Fix(
                         'revert_allocation_for_migration',
                         original_as='_move_allocations_back_to_instance',
                         services=('conductor',)),
+        registry.Target('nova.conductor.tasks.migrate:'
+                        'MigrationTask._schedule',
+                        'nova_fixes.nova.conductor.tasks.migrate:_schedule',
+                        original_as='_schedule_destination',
+                        services=('conductor',)),
+        registry.Target('nova.conductor.tasks.live_migrate:'
+                        'LiveMigrationTask._find_destination',
+                        'nova_fixes.nova.conductor.tasks.live_migrate:'
+                        '_find_destination',
+                        original_as='_find_and_claim_destination',
+                        services=('conductor',)),
         registry.Target('nova.compute.manager:'
                         'ComputeManager._revert_allocation',
                         'nova_fixes.nova.compute.manager:_revert_allocation',
@@ -326,7 +341,8 @@ FIX = registry.Fix(
            '5c1e0d7a2b9f4e61.yaml',
            'bug-1848343-delete-during-move-ba69de04f8550a14.yaml',
            'bug-1848343-writes-after-delete-81133b470adc2a06.yaml',
-           'bug-1848343-local-delete-dies-42ee24f86d566c87.yaml'),
+           'bug-1848343-local-delete-dies-42ee24f86d566c87.yaml',
+           'bug-1848343-conductor-claim-after-delete-3f0b7c21d4e95a68.yaml'),
     patch=registry.Patch(
         slug='Do-not-leak-allocations-reverting-a-deleted-server-s-move',
         subject="Do not leak allocations reverting a deleted server's move",

@@ -29,6 +29,10 @@ allocations after it, leaves them:
    creates the deleted server's instance consumer again.
 4. An evacuation: the API deletes the server locally (its compute is
    down) before the scheduler's claim on the destination lands.
+5. The scheduler's claim for a live migration, or for a resize to
+   another cell, lands after the delete: neither has a compute-side
+   claim that would see the deleted server (found by the race
+   explorer).
 
 In each, a delete removes only the instance consumer's allocations, and
 nothing removes a migration consumer's: the resource tracker heals
@@ -375,13 +379,90 @@ class ClaimAfterDeleteMoveTest(_DeletedMoveTestBase):
         claimed = self._delete_before_move_claim(server)
         migrated = self.watch(conductor_manager.ComputeTaskManager,
                               'migrate_server')
-        prepared = self.watch(compute_manager.ComputeManager, 'prep_resize')
 
         self.api.post_server_action(server['id'], {'migrate': None})
         self.wait_for(claimed, 'the scheduler to claim', TIMEOUT)
+        # The conductor has cast prep_resize to the destination (nova) or
+        # stopped the move once it found the server deleted (the fix):
+        # either way the claim's allocations are written by now.
         self.wait_for(migrated, 'the conductor', TIMEOUT)
-        self.wait_for(prepared, 'prep_resize on %s to fail' % target,
-                      TIMEOUT)
+        self.assert_server_left_nothing(server)
+
+
+class LiveMigrationClaimAfterDeleteTest(_DeletedMoveTestBase):
+    """Regression test for bug 1848343: the scheduler's claim for a live
+    migration lands after the delete (found by the race explorer:
+    live-migrate at rpc scheduler.select_destinations).
+
+    1. The conductor moves the source allocations to the migration
+       consumer and asks the scheduler for a destination.
+    2. The user deletes the server before the scheduler claims: the
+       source compute removes the allocations of the instance and of its
+       migration.
+    3. The scheduler claims the destination for the instance consumer,
+       creating it again for a deleted server.
+    4. The conductor casts live_migration to the source; nothing on the
+       way removes the claim (the compute does not claim for a live
+       migration, so no compute-side check sees it).
+    """
+
+    def test_delete_before_live_migration_claim(self):
+        server, source, target = self._create_server()
+        claimed = self._delete_before_move_claim(server)
+        migrated = self.watch(conductor_manager.ComputeTaskManager,
+                              'live_migrate_instance')
+
+        self.api.post_server_action(server['id'], {'os-migrateLive': {
+            'host': None, 'block_migration': 'auto'}})
+        self.wait_for(claimed, 'the scheduler to claim', TIMEOUT)
+        self.wait_for(migrated, 'the conductor', TIMEOUT)
+        self.assert_server_left_nothing(server)
+
+
+class CrossCellResizeClaimAfterDeleteTest(base.NovaFixesTestMixin,
+                                          integrated_helpers.
+                                          ProviderUsageBaseTestCase):
+    """Regression test for bug 1848343: the scheduler's claim for a
+    cross-cell resize lands after the delete (found by the race explorer:
+    cross-cell-resize-* at ComputeTaskManager._cold_migrate).
+
+    1. host1 is in cell1, host2 in cell2, and the admin may resize across
+       cells. The admin resizes the server; the conductor asks the
+       scheduler for a destination.
+    2. The user deletes the server before the scheduler claims.
+    3. The scheduler claims host2 for the instance consumer, creating it
+       again for a deleted server.
+    4. The cross-cell task fails in the conductor on the deleted instance;
+       the rollback moves nothing back (the migration holds nothing), and
+       no compute ever sees the move to remove the claim.
+    """
+
+    compute_driver = 'fake.MediumFakeDriver'
+    NUMBER_OF_CELLS = 2
+
+    def setUp(self):
+        super(CrossCellResizeClaimAfterDeleteTest, self).setUp()
+        from nova.policies import base as base_policies
+        from nova.policies import servers as servers_policies
+        self.policy.set_rules({servers_policies.CROSS_CELL_RESIZE:
+                               base_policies.RULE_ADMIN_API},
+                              overwrite=False)
+        self._start_compute('host1', cell_name='cell1')
+        self.small = self._create_flavor(vcpu=1, memory_mb=512, disk=1)
+        self.bigger = self._create_flavor(vcpu=2, memory_mb=1024, disk=1)
+
+    def test_delete_before_cross_cell_resize_claim(self):
+        server = self._create_server(flavor_id=self.small, networks='none')
+        self.assertEqual('host1', server['OS-EXT-SRV-ATTR:host'])
+        self._start_compute('host2', cell_name='cell2')
+        claimed = _DeletedMoveTestBase._delete_before_move_claim(self, server)
+        migrated = self.watch(conductor_manager.ComputeTaskManager,
+                              'migrate_server')
+
+        self.api.post_server_action(server['id'], {
+            'resize': {'flavorRef': self.bigger}})
+        self.wait_for(claimed, 'the scheduler to claim', TIMEOUT)
+        self.wait_for(migrated, 'the conductor', TIMEOUT)
         self.assert_server_left_nothing(server)
 
 

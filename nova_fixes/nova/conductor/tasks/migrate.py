@@ -15,6 +15,7 @@
 from oslo_log import log as logging
 
 from nova.compute import utils as compute_utils
+from nova import exception
 from nova.scheduler.client import report
 
 LOG = logging.getLogger(__name__)
@@ -60,3 +61,27 @@ def revert_allocation_for_migration(context, source_cn, instance, migration):
     finally:
         compute_utils.delete_allocations_if_deleted(
             context, reportclient, instance.uuid, migration.uuid)
+
+
+def _schedule(self):
+    """Replaces MigrationTask._schedule (bug 1848343).
+
+    Claim a destination, unless the server is deleted meanwhile.
+
+    The scheduler claims the destination for the instance consumer. A
+    server deleted before the claim lands has no instance consumer any
+    more, and the claim creates it again. In the server's cell the
+    destination's prep_resize finds the instance deleted and removes what
+    the claim wrote, but a cross-cell resize fails in the conductor first,
+    and its rollback moves nothing back: the migration holds nothing. So
+    once the claim is written, the instance is looked up (after the write,
+    never before: see delete_allocations_if_deleted); if it is deleted,
+    what the claim wrote and what the migration holds are removed and the
+    move stops.
+    """
+    selection = self._schedule_destination()
+    if compute_utils.delete_allocations_if_deleted(
+            self.context, self.reportclient, self.instance.uuid,
+            self._migration.uuid):
+        raise exception.InstanceNotFound(instance_id=self.instance.uuid)
+    return selection
