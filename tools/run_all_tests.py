@@ -21,7 +21,11 @@
 3. nova's own in-tree functional tests for moves with the fixes active
    (tests/nova_intree), one check per nova test: its quick selection
    (204 tests) unless ``--nova-intree full`` asks for all 344 (tox -e
-   nova-intree runs those alone).
+   nova-intree runs those alone);
+4. the race explorer's CI subset (``python -m tests.explore --ci``), its
+   own count: every fixed-side run OK, every known vanilla leak found,
+   every worker whole (``--explore none`` leaves it out; tox -e explore
+   runs the whole exploration).
 
 The last line is "N passed, N failed, N skipped", computed from those
 results (a test that its own suite skips is neither passed nor failed);
@@ -30,6 +34,8 @@ the exit status is non-zero when anything failed.
 
 import argparse
 import os
+import re
+import subprocess
 import sys
 import time
 
@@ -48,6 +54,34 @@ def _suite(name, run):
         return None
 
 
+#: The explorer's count line.
+COUNT = re.compile(r'^(\d+) passed, (\d+) failed$')
+
+
+def explore_ci(tree):
+    """Run the explorer's CI subset, its output shown as it comes: its
+    (passed, failed), one failure more if it exits non-zero without
+    failures of its own, or an error if it printed no count.
+    """
+    print("\nthe race explorer's CI subset (python -m tests.explore --ci)")
+    proc = subprocess.Popen(
+        [sys.executable, '-m', 'tests.explore', '--ci'], cwd=tree,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    counts = None
+    for line in proc.stdout:
+        sys.stdout.write(line)
+        match = COUNT.match(line.strip())
+        if match:
+            counts = (int(match.group(1)), int(match.group(2)))
+    code = proc.wait()
+    if counts is None:
+        raise RuntimeError('it printed no count (exit %d)' % code)
+    if code and not counts[1]:
+        counts = (counts[0], counts[1] + 1)
+    print("race explorer's CI subset: %d passed, %d failed" % counts)
+    return counts
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     p.add_argument('--nova-intree', choices=('quick', 'full', 'none'),
@@ -55,6 +89,9 @@ def main():
                    help="how much of nova's own tests (suite 3) to run: "
                         "the quick selection (default), all of it, or "
                         "none")
+    p.add_argument('--explore', choices=('ci', 'none'), default='ci',
+                   help="the race explorer's CI subset (suite 4; "
+                        "default) or none")
     p.add_argument('--concurrency', type=int, default=None)
     args = p.parse_args()
     # The summaries interleave with the progress lines on stderr.
@@ -118,6 +155,14 @@ def main():
             p_, f_, s_ = recreate.count(name, intree)
             passed, failed, skipped = (passed + p_, failed + f_,
                                        skipped + s_)
+
+    if args.explore == 'ci':
+        counts = _suite("the race explorer's CI subset",
+                        lambda: explore_ci(tree))
+        if counts is None:
+            failed += 1
+        else:
+            passed, failed = passed + counts[0], failed + counts[1]
 
     print('all suites took %d s' % (time.time() - start))
     print('%d passed, %d failed, %d skipped' % (passed, failed, skipped))

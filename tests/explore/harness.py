@@ -541,7 +541,18 @@ class ExploreCase(base.NovaFixesTestMixin,
         leaks += [leak for leak in leaks2
                   if leak.split(' after')[0] not in leaks]
         wrong += wrong2
-        if leaks:
+        failed = [d for d in self._outcome_.details
+                  if d.startswith('DELETE: ')]
+        if failed and any(w.startswith('instance %s not deleted' % u[:8])
+                          for w in wrong for u in uuids):
+            # The DELETE failed and left the server: what it still holds
+            # is a live server's, no leak; the failed DELETE is what is
+            # wrong.
+            self._outcome_.result = 'WRONG'
+            self._outcome_.details += [
+                'the DELETE failed and the server is not deleted'
+            ] + wrong + ['(left with the server) ' + leak for leak in leaks]
+        elif leaks:
             self._outcome_.result = 'LEAK'
             self._outcome_.details += leaks + wrong
         elif wrong:
