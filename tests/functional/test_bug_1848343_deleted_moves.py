@@ -78,6 +78,21 @@ class _DeletedMoveTestBase(base.NovaFixesTestMixin,
         return self.watch(owner, name,
                           before=lambda: self.delete_server_and_wait(server))
 
+    def _note_cast(self, method):
+        """A list that gets an entry when the conductor sends ``method``
+        to a compute (nova's ComputeAPI.<method>, sent as it was).
+        """
+        from nova.compute import rpcapi as compute_rpcapi
+        sent = []
+        original = getattr(compute_rpcapi.ComputeAPI, method)
+
+        def send(*args, **kwargs):
+            sent.append(method)
+            return original(*args, **kwargs)
+
+        self.stub_out('nova.compute.rpcapi.ComputeAPI.' + method, send)
+        return sent
+
     def _delete_before_move_claim(self, server):
         """Delete ``server`` when the scheduler is about to claim for it,
         then let the claim land.
@@ -379,13 +394,18 @@ class ClaimAfterDeleteMoveTest(_DeletedMoveTestBase):
         claimed = self._delete_before_move_claim(server)
         migrated = self.watch(conductor_manager.ComputeTaskManager,
                               'migrate_server')
+        cast = self._note_cast('prep_resize')
+        prepared = self.watch(compute_manager.ComputeManager, 'prep_resize')
 
         self.api.post_server_action(server['id'], {'migrate': None})
         self.wait_for(claimed, 'the scheduler to claim', TIMEOUT)
-        # The conductor has cast prep_resize to the destination (nova) or
-        # stopped the move once it found the server deleted (the fix):
-        # either way the claim's allocations are written by now.
         self.wait_for(migrated, 'the conductor', TIMEOUT)
+        # nova casts prep_resize to the destination, which fails on the
+        # deleted instance; with the fix the conductor stops the move
+        # once it finds the server deleted, and casts nothing.
+        if cast:
+            self.wait_for(prepared, 'prep_resize on %s to fail' % target,
+                          TIMEOUT)
         self.assert_server_left_nothing(server)
 
 
@@ -404,6 +424,13 @@ class LiveMigrationClaimAfterDeleteTest(_DeletedMoveTestBase):
     4. The conductor casts live_migration to the source; nothing on the
        way removes the claim (the compute does not claim for a live
        migration, so no compute-side check sees it).
+
+    The cast of step 4 is not delivered: the source would go on to live
+    migrate the deleted guest, with RPC calls to the destination that
+    outlive the test (long_rpc_timeout) and remove nothing (the race
+    explorer's live-migrate row at rpc scheduler.select_destinations
+    runs it to its end and finds the same leak). With the fix the
+    conductor never sends it.
     """
 
     def test_delete_before_live_migration_claim(self):
@@ -411,6 +438,9 @@ class LiveMigrationClaimAfterDeleteTest(_DeletedMoveTestBase):
         claimed = self._delete_before_move_claim(server)
         migrated = self.watch(conductor_manager.ComputeTaskManager,
                               'live_migrate_instance')
+        sent = []
+        self.stub_out('nova.compute.rpcapi.ComputeAPI.live_migration',
+                      lambda *args, **kwargs: sent.append(kwargs))
 
         self.api.post_server_action(server['id'], {'os-migrateLive': {
             'host': None, 'block_migration': 'auto'}})
