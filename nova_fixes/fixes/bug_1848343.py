@@ -77,6 +77,15 @@ for any of its migrations.
   holds none (nova's move_allocations fails on a source consumer that
   does not exist).
 
+* A delete while the user's confirmation of a resize runs on the source
+  is not failed by it: the API confirms the resize of a server it
+  deletes in VERIFY_RESIZE, and that second confirmation, once it had
+  waited for the server's lock, confirmed again on the migration status
+  the API had read, failed on the dropped migration context, put the
+  server in ERROR and failed the DELETE, the server and its allocations
+  left. The source's _confirm_resize reads the migration again and
+  returns when it is already confirmed.
+
 An API that dies between destroying a server's record in its local
 delete and removing the allocations of its migrations leaves them, with
 no record of nova naming them: nova-manage placement audit --delete
@@ -277,6 +286,11 @@ FIX = registry.Fix(
                         'ComputeManager._revert_allocation',
                         'nova_fixes.nova.compute.manager:_revert_allocation',
                         services=('compute',)),
+        registry.Target('nova.compute.manager:'
+                        'ComputeManager._confirm_resize',
+                        'nova_fixes.nova.compute.manager:_confirm_resize',
+                        original_as='_confirm_resize_on_source',
+                        services=('compute',)),
         registry.Target('nova.compute.utils:'
                         'delete_allocations_of_migrations',
                         'nova_fixes.nova.compute.utils:'
@@ -342,7 +356,8 @@ FIX = registry.Fix(
            'bug-1848343-delete-during-move-ba69de04f8550a14.yaml',
            'bug-1848343-writes-after-delete-81133b470adc2a06.yaml',
            'bug-1848343-local-delete-dies-42ee24f86d566c87.yaml',
-           'bug-1848343-conductor-claim-after-delete-3f0b7c21d4e95a68.yaml'),
+           'bug-1848343-conductor-claim-after-delete-3f0b7c21d4e95a68.yaml',
+           'bug-1848343-delete-while-confirming-6d2a9e18c4b07f35.yaml'),
     patch=registry.Patch(
         slug='Do-not-leak-allocations-reverting-a-deleted-server-s-move',
         subject="Do not leak allocations reverting a deleted server's move",

@@ -581,6 +581,82 @@ class ConfirmRacingDeleteTest(_DeletedMoveTestBase):
         self.assert_server_left_nothing(server)
 
 
+class DeleteWhileConfirmingTest(_DeletedMoveTestBase):
+    """Regression test for bug 1848343: a delete while the user's confirm
+    runs on the source (found by the race explorer: cold-migrate-confirm,
+    resize-confirm and resize-same-host at ComputeManager._confirm_resize).
+
+    1. A cold migration finishes: VERIFY_RESIZE.
+    2. The user confirms: the API marks the migration 'confirming' and
+       casts confirm_resize to the source, which takes the server's lock
+       and starts cleaning up the source.
+    3. The user deletes the server: the API's confirm-on-delete finds the
+       migration 'confirming' and calls confirm_resize on the source with
+       the migration as it read it, and that call waits for the lock.
+    4. The user's confirm completes: the migration is 'confirmed' and the
+       server's migration context is dropped.
+    5. The delete's confirm gets the lock and trusts the status it was
+       given: it confirms again and fails on the missing migration
+       context (AttributeError). The server goes to ERROR, the DELETE
+       returns 500 and the server, its quota usage and its allocations
+       stay.
+
+    ConfirmRacingDeleteTest is the other order: the delete's confirm gets
+    the lock first.
+    """
+
+    def test_delete_while_confirm_resize_runs(self):
+        server, source, target = self._create_server()
+        self._migrate_server(server)
+        release = threading.Event()
+        self.addCleanup(release.set)
+        holding = threading.Event()
+        entered = []
+        second = threading.Event()
+        self.addCleanup(second.set)
+        confirm_resize = compute_manager.ComputeManager.confirm_resize
+        _confirm_resize = compute_manager.ComputeManager._confirm_resize
+
+        def count_confirms(*args, **kwargs):
+            entered.append(kwargs.get('migration') or args[-1])
+            if len(entered) == 2:
+                second.set()
+            return confirm_resize(*args, **kwargs)
+
+        def hold_first(*args, **kwargs):
+            if not holding.is_set():
+                holding.set()
+                release.wait(TIMEOUT)
+            return _confirm_resize(*args, **kwargs)
+
+        self.stub_out('nova.compute.manager.ComputeManager.confirm_resize',
+                      count_confirms)
+        self.stub_out('nova.compute.manager.ComputeManager._confirm_resize',
+                      hold_first)
+        self.api.post_server_action(server['id'], {'confirmResize': None})
+        self.wait_for(holding, "the user's confirm on %s" % source, TIMEOUT)
+
+        failures = []
+        deleted = threading.Event()
+
+        def delete():
+            try:
+                self.api.delete_server(server['id'])
+            except Exception as exc:
+                failures.append(exc)
+            finally:
+                deleted.set()
+
+        threading.Thread(target=delete).start()
+        # The delete's confirm waits for the lock the user's holds.
+        self.wait_for(second, "the delete's confirm_resize", TIMEOUT)
+        release.set()
+        self.wait_for(deleted, 'the DELETE to return', TIMEOUT)
+        self.assertEqual([], failures)
+        self.delete_server_and_wait(server)
+        self.assert_server_left_nothing(server)
+
+
 class UnshelveAfterDeleteTest(_DeletedMoveTestBase):
     """Regression test for bug 1848343: a delete during an unshelve.
 

@@ -121,6 +121,36 @@ def _complete_deletion(self, context, instance):
         context, self.reportclient, instance.uuid)
 
 
+def _confirm_resize(self, context, instance, migration=None):
+    """Replaces ComputeManager._confirm_resize (bug 1848343).
+
+    Destroys the source instance, once the server's lock is held in
+    confirm_resize, unless another confirm has done it meanwhile.
+
+    Two confirms can be sent for one migration: the user's, and the one
+    the API sends when the server is deleted in VERIFY_RESIZE, which finds
+    the migration 'confirming' while the user's still runs. The second
+    waits for the server's lock, and confirm_resize then trusts the status
+    the migration had when the API read it: it confirms again, fails on
+    the migration context the first dropped, puts the server in ERROR and
+    fails the DELETE. The migration is read again here: a confirm that
+    another has completed returns, and what confirm_resize does after it
+    (removing the migration's allocations, the stashed flavors) finds
+    nothing left to do.
+    """
+    try:
+        current = objects.Migration.get_by_id(context.elevated(),
+                                              migration.id)
+    except exception.MigrationNotFound:
+        current = None
+    if current is None or current.status == 'confirmed':
+        LOG.info('Migration %s was confirmed while this confirmation '
+                 'waited for the instance lock', migration.id,
+                 instance=instance)
+        return
+    self._confirm_resize_on_source(context, instance, migration=migration)
+
+
 def _do_rebuild_instance_with_claim(
         self, context, instance, orig_image_ref, image_meta,
         injected_files, new_pass, orig_sys_metadata, bdms, evacuate,
