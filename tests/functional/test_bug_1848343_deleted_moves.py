@@ -652,7 +652,10 @@ class DeleteWhileConfirmingTest(_DeletedMoveTestBase):
         self.wait_for(second, "the delete's confirm_resize", TIMEOUT)
         release.set()
         self.wait_for(deleted, 'the DELETE to return', TIMEOUT)
-        self.assertEqual([], failures)
+        # A DELETE that fails leaves the server, and with it its quota
+        # usage and its allocations, as the user asked for them to go.
+        self.assertEqual([], failures, base.LEAK + 'the DELETE failed: the '
+                         'server is left, with its allocations')
         self.delete_server_and_wait(server)
         self.assert_server_left_nothing(server)
 
