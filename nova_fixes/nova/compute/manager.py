@@ -136,17 +136,20 @@ def _confirm_resize(self, context, instance, migration=None):
     fails the DELETE. The migration is read again here: a confirm that
     another has completed returns, and what confirm_resize does after it
     (removing the migration's allocations, the stashed flavors) finds
-    nothing left to do.
+    nothing left to do. The check is here rather than in confirm_resize,
+    whose status checks it belongs with, because confirm_resize is an RPC
+    endpoint under nova's decorators: this is the first step under the
+    lock that can be replaced alone.
     """
     try:
-        current = objects.Migration.get_by_id(context.elevated(),
-                                              migration.id)
+        status = objects.Migration.get_by_id(context.elevated(),
+                                             migration.id).status
     except exception.MigrationNotFound:
-        current = None
-    if current is None or current.status == 'confirmed':
-        LOG.info('Migration %s was confirmed while this confirmation '
-                 'waited for the instance lock', migration.id,
-                 instance=instance)
+        status = 'gone'
+    if status in ('confirmed', 'gone'):
+        LOG.info('Migration %(id)s is %(status)s: another confirmation '
+                 'completed while this one waited for the instance lock',
+                 {'id': migration.id, 'status': status}, instance=instance)
         return
     self._confirm_resize_on_source(context, instance, migration=migration)
 
