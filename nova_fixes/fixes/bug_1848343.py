@@ -86,6 +86,25 @@ for any of its migrations.
   left. The source's _confirm_resize reads the migration again and
   returns when it is already confirmed.
 
+* During a cross-cell resize the server has a copy in each cell, and a
+  DELETE deletes the copy the instance mapping names. The tasks that
+  swap the mapping (FinishResizeAtDestTask and RevertResizeTask
+  _update_instance_mapping) now look, once the swap is saved, whether
+  the copy they pointed away from is deleted or being deleted, and then
+  delete the other copy as the API would (DELETING, a delete action,
+  terminate_instance on its host); a revert stops there
+  (InstanceDeletedDuringRevert). Before, a delete while the destination
+  finished left the target cell's copy and its guest, and a delete
+  before the conductor reverted brought the source cell's copy back.
+
+* The API confirms a cross-cell resize of a server it deletes in
+  VERIFY_RESIZE also when the user's confirmation is running; the first
+  to return from the source hard-deletes the source cell's copy, and the
+  other then failed (InstanceActionNotFound), was rolled back and failed
+  the DELETE. ConfirmResizeTask, when it fails and the source cell's
+  copy is gone (only a confirmation that cleaned up the source removes
+  it), finishes the confirmation in the target cell instead.
+
 An API that dies between destroying a server's record in its local
 delete and removing the allocations of its migrations leaves them, with
 no record of nova naming them: nova-manage placement audit --delete
@@ -291,6 +310,37 @@ FIX = registry.Fix(
                         'nova_fixes.nova.compute.manager:_confirm_resize',
                         original_as='_confirm_resize_on_source',
                         services=('compute',)),
+        registry.Target('nova.exception:InstanceDeletedDuringRevert',
+                        'nova_fixes.nova.exception:'
+                        'InstanceDeletedDuringRevert', new=True),
+        registry.Target('nova.conductor.tasks.cross_cell_migrate:'
+                        'delete_instance_of_deleted_server',
+                        'nova_fixes.nova.conductor.tasks.cross_cell_migrate:'
+                        'delete_instance_of_deleted_server', new=True),
+        registry.Target('nova.conductor.tasks.cross_cell_migrate:'
+                        'FinishResizeAtDestTask._update_instance_mapping',
+                        'nova_fixes.nova.conductor.tasks.cross_cell_migrate:'
+                        'FinishResizeAtDestTask._update_instance_mapping',
+                        original_as='_swap_instance_mapping_to_target',
+                        services=('conductor',)),
+        registry.Target('nova.conductor.tasks.cross_cell_migrate:'
+                        'RevertResizeTask._update_instance_mapping',
+                        'nova_fixes.nova.conductor.tasks.cross_cell_migrate:'
+                        'RevertResizeTask._update_instance_mapping',
+                        original_as='_swap_instance_mapping_to_source',
+                        services=('conductor',)),
+        registry.Target('nova.conductor.tasks.cross_cell_migrate:'
+                        'RevertResizeTask._execute',
+                        'nova_fixes.nova.conductor.tasks.cross_cell_migrate:'
+                        'RevertResizeTask._execute',
+                        original_as='_revert_in_both_cells',
+                        services=('conductor',)),
+        registry.Target('nova.conductor.tasks.cross_cell_migrate:'
+                        'ConfirmResizeTask._execute',
+                        'nova_fixes.nova.conductor.tasks.cross_cell_migrate:'
+                        'ConfirmResizeTask._execute',
+                        original_as='_confirm_in_both_cells',
+                        services=('conductor',)),
         registry.Target('nova.compute.utils:'
                         'delete_allocations_of_migrations',
                         'nova_fixes.nova.compute.utils:'
@@ -329,7 +379,7 @@ FIX = registry.Fix(
                         services=('api',)),
     ),
     tests=('test_bug_1848343', 'test_bug_1848343_more',
-           'test_bug_1848343_deleted_moves'),
+           'test_bug_1848343_deleted_moves', 'test_bug_1848343_cross_cell'),
     # In DeletedServerAllocationRevertTest._assert_no_allocations, the
     # source host must still have the deleted server's allocations.
     nova_flips=tuple(
@@ -357,7 +407,8 @@ FIX = registry.Fix(
            'bug-1848343-writes-after-delete-81133b470adc2a06.yaml',
            'bug-1848343-local-delete-dies-42ee24f86d566c87.yaml',
            'bug-1848343-conductor-claim-after-delete-3f0b7c21d4e95a68.yaml',
-           'bug-1848343-delete-while-confirming-6d2a9e18c4b07f35.yaml'),
+           'bug-1848343-delete-while-confirming-6d2a9e18c4b07f35.yaml',
+           'bug-1848343-cross-cell-delete-0c5b7e93a1d24f68.yaml'),
     patch=registry.Patch(
         slug='Do-not-leak-allocations-reverting-a-deleted-server-s-move',
         subject="Do not leak allocations reverting a deleted server's move",

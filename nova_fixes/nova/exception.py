@@ -48,3 +48,17 @@ class PlacementUnavailableForDelete(NovaException):
                 'not deleted. The delete can be retried.')
     code = 503
     safe = True
+
+
+class InstanceDeletedDuringRevert(NovaException):
+    """Added to nova.exception (bug 1848343).
+
+    The server was deleted while its cross-cell resize was being reverted.
+
+    RevertResizeTask._update_instance_mapping raises it once it has
+    deleted the source cell's copy of a server whose target cell copy was
+    deleted; RevertResizeTask._execute ends the revert on it.
+    """
+    msg_fmt = _('Instance %(instance_uuid)s was deleted while its resize '
+                'was being reverted; its copy in the source cell is being '
+                'deleted too.')
