@@ -17,6 +17,7 @@ https://bugs.launchpad.net/nova/+bug/1848343
 """
 
 import ast
+import re
 import textwrap
 
 from nova_fixes import errors
@@ -261,6 +262,50 @@ def _add_required_keyword(text):
     return ''.join(lines)
 
 
+def confirm_rollback_failure(files):
+    """nova's unit test of ConfirmResizeTask's rollback: another failure.
+
+    ConfirmResizeTaskTestCase.test_rollback fails the task by not finding
+    the source cell's instance. A confirmation that finds the source
+    cell's copy gone now finishes in the target cell (another one cleaned
+    up the source) instead of rolling back, so the test fails it with a
+    missing host mapping, a failure that is rolled back as before.
+    """
+    path = 'nova/tests/unit/conductor/tasks/test_cross_cell_migrate.py'
+
+    def edit(text):
+        tree = ast.parse(text)
+        cls = next((node for node in ast.walk(tree)
+                    if isinstance(node, ast.ClassDef) and
+                    node.name == 'ConfirmResizeTaskTestCase'), None)
+        func = edits.function(cls, 'test_rollback') if cls else None
+        if func is None or not func.decorator_list:
+            raise errors.ExportError('%s has no ConfirmResizeTaskTestCase.'
+                                     'test_rollback to update' % path)
+        lines = text.splitlines(True)
+        first = func.decorator_list[0].lineno
+        segment = ''.join(lines[first - 1:func.end_lineno])
+        segment, found = re.subn(
+            r'exception\.InstanceNotFound\((\s*)instance_id=uuids\.'
+            r'instance\)', r"exception.HostMappingNotFound(\1name="
+            r"'source-host')", segment)
+        segment, raised = re.subn(
+            r'assertRaises\(exception\.InstanceNotFound,',
+            'assertRaises(exception.HostMappingNotFound,', segment)
+        if (found, raised) != (1, 1):
+            raise errors.ExportError(
+                '%s: ConfirmResizeTaskTestCase.test_rollback does not fail '
+                'the task with the source instance not found' % path)
+        indent = ' ' * func.col_offset
+        comment = (indent + '# Any failure but the source cell\'s copy gone '
+                   '(then another\n' + indent + '# confirmation cleaned up '
+                   'the source) is rolled back.\n')
+        return ''.join(lines[:first - 1]) + comment + segment + ''.join(
+            lines[func.end_lineno:])
+
+    return edits.edit_python(files, path, edit)
+
+
 FIX = registry.Fix(
     bug=1848343,
     title='Reverting migration-based allocations leaks allocations if '
@@ -415,6 +460,6 @@ FIX = registry.Fix(
         body=COMMIT_MESSAGE,
         trailers=('Closes-Bug: #1848343',),
         test_edits=(flip_1848343_fixme, consumer_conflict_leaks,
-                    revert_allocation_assertions),
+                    revert_allocation_assertions, confirm_rollback_failure),
     ),
 )

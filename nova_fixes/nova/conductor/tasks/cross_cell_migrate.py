@@ -83,8 +83,7 @@ def delete_instance_of_deleted_server(compute_rpcapi, instance,
 class FinishResizeAtDestTask(object):
 
     def _update_instance_mapping(self):
-        """Replaces FinishResizeAtDestTask._update_instance_mapping (bug
-        1848343).
+        """Replaces this method of FinishResizeAtDestTask (bug 1848343).
 
         Point the mapping at the target cell, unless the server is deleted.
 
@@ -179,15 +178,19 @@ class ConfirmResizeTask(object):
         server in ERROR and the DELETE returns 500, the server and its
         quota usage left.
 
-        When a confirmation fails and the source cell's copy is gone, the
-        source is cleaned up: only a confirmation that has done so deletes
-        that copy (a DELETE of the source copy deleted it on the source
-        host too). The target cell's part is then done here (it is the
-        same whichever confirmation does it), and nothing is rolled back.
+        When a confirmation fails on a record of the source cell that is
+        gone (the instance, its action, its migration) and the source
+        cell's copy is indeed gone, the source is cleaned up: only a
+        confirmation that has done so deletes that copy (a DELETE of the
+        source copy deleted it on the source host too). The target cell's
+        part is then done here (it is the same whichever confirmation does
+        it), and nothing is rolled back. Any other failure is rolled back
+        as before.
         """
         try:
             self._confirm_in_both_cells()
-        except Exception:
+        except (exception.InstanceNotFound, exception.InstanceActionNotFound,
+                exception.MigrationNotFound):
             with excutils.save_and_reraise_exception() as ctxt:
                 try:
                     get_inst_and_cell_map_from_source(

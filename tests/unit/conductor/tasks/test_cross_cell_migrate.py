@@ -236,6 +236,12 @@ class ConfirmResizeTaskTestCase(testtools.TestCase):
         self.assertRaises(exception.InstanceActionNotFound, task._execute)
         task._finish_confirm_in_target_cell.assert_not_called()
 
+    def test_other_failures_are_rolled_back_without_a_look(self, lookup):
+        task = self._task(exception.HostMappingNotFound(name='host1'))
+        self.assertRaises(exception.HostMappingNotFound, task._execute)
+        lookup.assert_not_called()
+        task._finish_confirm_in_target_cell.assert_not_called()
+
     def test_failed_lookup_raises_the_failure(self, lookup):
         lookup.side_effect = ValueError('cell database down')
         task = self._task(exception.InstanceActionNotFound(
