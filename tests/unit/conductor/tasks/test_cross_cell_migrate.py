@@ -15,6 +15,7 @@ from unittest import mock
 from nova.compute import instance_actions
 from nova.compute import task_states
 from nova import exception
+from nova import objects
 import testtools
 
 from nova_fixes.nova.conductor.tasks import cross_cell_migrate as ccm
@@ -31,6 +32,7 @@ class DeleteInstanceOfDeletedServerTestCase(testtools.TestCase):
 
     def setUp(self):
         super(DeleteInstanceOfDeletedServerTestCase, self).setUp()
+        objects.register_all()
         self.rpcapi = mock.Mock()
         self.instance = mock.Mock(uuid='uuid', host='host1',
                                   task_state=task_states.RESIZE_REVERTING)
@@ -150,9 +152,20 @@ class RevertResizeTaskTestCase(testtools.TestCase):
         self.source = mock.Mock(uuid='uuid')
         self.mapping = mock.sentinel.source_cell_mapping
 
+    def _task(self, error=None):
+        return RevertTask(_swap_instance_mapping_to_source=mock.Mock(
+            side_effect=error))
+
+    def _assert_revert_stops(self, task, delete):
+        self.assertRaises(fixes_exception.InstanceDeletedDuringRevert,
+                          task._update_instance_mapping, self.source,
+                          self.mapping)
+        delete.assert_called_once_with(task.compute_rpcapi, self.source,
+                                       task_states.RESIZE_REVERTING)
+
     def test_target_copy_alive(self, deleted, delete):
         deleted.return_value = False
-        task = RevertTask(_swap_instance_mapping_to_source=mock.Mock())
+        task = self._task()
         task._update_instance_mapping(self.source, self.mapping)
         task._swap_instance_mapping_to_source.assert_called_once_with(
             self.source, self.mapping)
@@ -162,29 +175,19 @@ class RevertResizeTaskTestCase(testtools.TestCase):
     def test_target_copy_deleted_deletes_the_source_copy(self, deleted,
                                                          delete):
         deleted.return_value = True
-        task = RevertTask(_swap_instance_mapping_to_source=mock.Mock())
-        self.assertRaises(fixes_exception.InstanceDeletedDuringRevert,
-                          task._update_instance_mapping, self.source,
-                          self.mapping)
-        delete.assert_called_once_with(task.compute_rpcapi, self.source,
-                                       task_states.RESIZE_REVERTING)
+        self._assert_revert_stops(self._task(), delete)
 
     def test_target_copy_removed_before_it_was_hidden(self, deleted,
                                                       delete):
         deleted.return_value = True
-        task = RevertTask(_swap_instance_mapping_to_source=mock.Mock(
-            side_effect=exception.InstanceNotFound(instance_id='uuid')))
-        self.assertRaises(fixes_exception.InstanceDeletedDuringRevert,
-                          task._update_instance_mapping, self.source,
-                          self.mapping)
-        delete.assert_called_once_with(task.compute_rpcapi, self.source,
-                                       task_states.RESIZE_REVERTING)
+        self._assert_revert_stops(
+            self._task(exception.InstanceNotFound(instance_id='uuid')),
+            delete)
 
     def test_instance_not_found_of_a_live_server_is_raised(self, deleted,
                                                            delete):
         deleted.return_value = False
-        task = RevertTask(_swap_instance_mapping_to_source=mock.Mock(
-            side_effect=exception.InstanceNotFound(instance_id='uuid')))
+        task = self._task(exception.InstanceNotFound(instance_id='uuid'))
         self.assertRaises(exception.InstanceNotFound,
                           task._update_instance_mapping, self.source,
                           self.mapping)
