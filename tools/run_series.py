@@ -74,6 +74,16 @@ UNIT_TESTS_OF = {
 }
 
 
+#: nova modules whose own functional tests are run on the patched tree
+#: although no patch changes them: the only functional coverage nova has
+#: of the code a patch changes there (the cross-cell resize tasks are
+#: only exercised, with two cells, by test_cross_cell_migrate).
+FUNCTIONAL_TESTS_OF = {
+    'nova/conductor/tasks/cross_cell_migrate.py': (
+        'nova/tests/functional/test_cross_cell_migrate.py',),
+}
+
+
 def changed_paths(series, root=None):
     """{path: is new} of every file the series' patches change."""
     out = {}
@@ -131,7 +141,8 @@ def touched_tests(series, tree, root=None, original=None):
     build runs them), every nova test module a patch adds, and of a
     functional test module a patch changes, the classes it changes when
     ``original`` (the tree before the patches) is given: nova's
-    test_servers is too large to run whole for four changed tests. A
+    test_servers is too large to run whole for four changed tests. The
+    functional tests FUNCTIONAL_TESTS_OF names for a touched module. A
     touched module that existed before with no unit tests found is an
     error: the map above must learn where they are.
     """
@@ -155,6 +166,8 @@ def touched_tests(series, tree, root=None, original=None):
             else:
                 functional.add(_test_id(path))
             continue
+        functional.update(_test_id(c) for c in FUNCTIONAL_TESTS_OF.get(
+            path, ()) if os.path.exists(os.path.join(tree, c)))
         package, module = os.path.split(path[len('nova/'):-3])
         unit_dir = '/'.join(filter(None, ('nova/tests/unit', package)))
         candidates = UNIT_TESTS_OF.get(path) or (

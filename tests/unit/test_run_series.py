@@ -11,7 +11,10 @@
 # under the License.
 
 import os
+import shutil
 import sys
+import tempfile
+from unittest import mock
 
 import testtools
 
@@ -66,3 +69,33 @@ class ChangedClassesTestCase(testtools.TestCase):
 
     def test_nothing_changed(self):
         self.assertEqual([], run_series.changed_classes(MODULE, MODULE))
+
+
+class TouchedTestsTestCase(testtools.TestCase):
+    """Which of nova's tests run on a patched tree."""
+
+    CROSS_CELL = 'nova/conductor/tasks/cross_cell_migrate.py'
+    UNIT = 'nova/tests/unit/conductor/tasks/test_cross_cell_migrate.py'
+    FUNCTIONAL = 'nova/tests/functional/test_cross_cell_migrate.py'
+
+    def _touched(self, files):
+        tree = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tree)
+        for path in files:
+            os.makedirs(os.path.dirname(os.path.join(tree, path)),
+                        exist_ok=True)
+            open(os.path.join(tree, path), 'w').close()
+        with mock.patch.object(run_series, 'changed_paths',
+                               return_value={self.CROSS_CELL: False}):
+            return run_series.touched_tests('2026.2', tree)
+
+    def test_functional_tests_of_a_touched_module(self):
+        self.assertEqual(
+            (['nova.tests.unit.conductor.tasks.test_cross_cell_migrate'],
+             ['nova.tests.functional.test_cross_cell_migrate']),
+            self._touched([self.CROSS_CELL, self.UNIT, self.FUNCTIONAL]))
+
+    def test_functional_tests_the_tree_has_not(self):
+        self.assertEqual(
+            (['nova.tests.unit.conductor.tasks.test_cross_cell_migrate'],
+             []), self._touched([self.CROSS_CELL, self.UNIT]))
