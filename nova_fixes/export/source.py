@@ -349,11 +349,19 @@ class ModuleEdit(object):
         """Insert the helpers exported code uses, and theirs in turn."""
         texts = []
         for dropin, name in self.helpers:  # grows while it is walked
-            if self.find(name) is not None:
+            node = find(dropin.tree.body, name)
+            present = self.find(name)
+            if present is not None:
+                # An earlier fix's patch added the very same helper: this
+                # fix uses it as it is.
+                lines = self.text.splitlines(True)
+                if textwrap.dedent(''.join(
+                        lines[_first_line(present) - 1:present.end_lineno])
+                ) == dropin.code(node):
+                    continue
                 raise errors.ExportError('%s already defines %s, which %s '
                                          'adds' % (self.name, name,
                                                    dropin.name))
-            node = find(dropin.tree.body, name)
             self._uses(dropin, node)
             texts.append((node.lineno, dropin.code(node)))
         if not texts:

@@ -166,6 +166,37 @@ class ExportSourceTestCase(testtools.TestCase):
         self.assertIn('import collections\nimport time\n', text)
         compile(text, 'fake.py', 'exec')
 
+    def test_helper_an_earlier_patch_added_is_used_as_it_is(self):
+        # A first fix's patch added _check; a second fix using it adds
+        # nothing again.
+        move = registry.Target('nova.fake:Client.move',
+                               'nova_fixes.fake:move',
+                               original_as='_move_anywhere')
+        self.files['nova/fake.py'] = self._export(move)
+        self.assertEqual(1, self.files['nova/fake.py'].count(
+            'def _check(client, now)'))
+        with open(self.dropins.path, 'a') as f:
+            f.write('\n\ndef checked(client):\n'
+                    '    """Added to nova.fake (bug 2).\n\n'
+                    '    Check.\n    """\n'
+                    '    return _check(client, 0)\n')
+        text = self._export(registry.Target(
+            'nova.fake:checked', 'nova_fixes.fake:checked', new=True))
+        self.assertEqual(1, text.count('def _check(client, now)'))
+        self.assertIn('return _check(client, 0)', text)
+        compile(text, 'fake.py', 'exec')
+
+    def test_helper_nova_defines_otherwise_is_refused(self):
+        self.files['nova/fake.py'] = NOVA_MODULE.replace(
+            'def helper_of_nova():',
+            'def _check(client, now):\n    return 2\n\n\n'
+            'def helper_of_nova():')
+        e = self.assertRaises(errors.ExportError, self._export,
+                              registry.Target('nova.fake:Client.move',
+                                              'nova_fixes.fake:move',
+                                              original_as='_move_anywhere'))
+        self.assertIn('already defines _check', str(e))
+
     def test_module_level_delegating_drop_in(self):
         text = self._export(registry.Target(
             'nova.fake:revert', 'nova_fixes.fake:revert',
