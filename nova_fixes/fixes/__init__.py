@@ -21,10 +21,13 @@ from nova_fixes.fixes import bug_1848343
 from nova_fixes.fixes import bug_1859496
 from nova_fixes.fixes import orphans
 
+# 1859496 first: the delete paths 1848343 makes refuse a delete when
+# placement cannot serve it use its PlacementUnavailableForDelete and the
+# servers controller's 503.
 FIXES = (
+    bug_1859496.FIX,
     bug_1848343.FIX,
     orphans.FIX,
-    bug_1859496.FIX,
 )
 
 FIXES_BY_BUG = {str(fix.bug): fix for fix in FIXES}

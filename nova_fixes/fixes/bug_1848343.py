@@ -106,10 +106,29 @@ for any of its migrations.
   copy is gone (only a confirmation that cleaned up the source removes
   it), finishes the confirmation in the target cell instead.
 
-An API that dies between destroying a server's record in its local
-delete and removing the allocations of its migrations leaves them, with
-no record of nova naming them: nova-manage placement audit --delete
-finds them (see the release note).
+A delete must complete or fail in a way the user can retry, also when
+placement cannot be reached:
+
+* The API's local delete (the server's compute is down, or it is
+  shelved offloaded) removed the allocations through the report client,
+  which only logs a placement it cannot reach, then destroyed the
+  record: the DELETE answered 204 and the allocations stayed with
+  nothing naming them. It now deletes the allocations of the server and
+  of its migrations first, and refuses the delete with
+  PlacementUnavailableForDelete (503, "the delete can be retried") when
+  that fails, before anything is destroyed. An API that dies after the
+  record is destroyed leaves nothing either.
+
+* The API's confirm-on-delete of a server in VERIFY_RESIZE fails on the
+  source compute when placement is down, and the DELETE answered 500.
+  When placement does not answer the API either, that failure is now
+  PlacementUnavailableForDelete too.
+
+* A delete that failed after it saved the DELETING (or SOFT_DELETING)
+  task state left the server in it, and every later DELETE was ignored
+  ("already in deleting state"): only an admin's reset-state could
+  remove the server. API._delete now puts the task state back as it was
+  when the delete fails, so the user can retry.
 
 nova's regression test for the bug asserted the leak under a FIXME, and
 four tests of ConsumerGenerationConflictTest asserted that the
@@ -306,6 +325,67 @@ def confirm_rollback_failure(files):
     return edits.edit_python(files, path, edit)
 
 
+#: nova unit tests of the API's local delete that have no placement and no
+#: database to talk to: the local delete now deletes the allocations of
+#: the server and of its migrations before anything else, and refuses the
+#: delete when placement cannot be reached, so they get a report client
+#: that succeeds and a server without migrations.
+LOCAL_DELETE_TESTS = (
+    'test_delete_volume_backed_instance_in_shelved_offloaded',
+    'test_delete_soft_with_down_host',
+    'test_delete_volume_backed_instance_in_error',
+    'test_delete_with_down_host',
+    'test_local_delete_for_arqs',
+    'test_local_delete_with_deleted_volume',
+)
+
+
+def local_delete_tests_mock_placement(files):
+    """Give nova's unit tests of the local delete a placement, and expect
+    the task state put back when a soft delete fails.
+    """
+    path = 'nova/tests/unit/compute/test_api.py'
+
+    def edit(text):
+        lines = text.splitlines(True)
+        tree = ast.parse(text)
+        funcs = []
+        for name in LOCAL_DELETE_TESTS:
+            func = edits.function(tree, name)
+            if func is None:
+                raise errors.ExportError('%s: no test %s' % (path, name))
+            funcs.append(func)
+        rollback = edits.function(tree, 'test_delete_soft_rollback')
+        last = rollback.body[-1] if rollback else None
+        if last is None or ast.get_source_segment(
+                text, last) != 'mock_save.assert_called_once_with()':
+            raise errors.ExportError(
+                '%s: test_delete_soft_rollback does not end by asserting '
+                'one save' % path)
+        indent = ' ' * last.col_offset
+        lines[last.lineno - 1] = (
+            "%s# The failed delete puts the task state back.\n"
+            "%smock_save.assert_has_calls([\n"
+            "%s    mock.call(),\n"
+            "%s    mock.call(expected_task_state=['soft-deleting'])])\n"
+            % (indent, indent, indent, indent))
+        for func in sorted(funcs, key=lambda f: -f.lineno):
+            indent = ' ' * func.col_offset
+            at = (func.decorator_list[0].lineno if func.decorator_list
+                  else func.lineno)
+            lines.insert(at - 1, (
+                "%s@mock.patch('nova.compute.utils.migrations_of_instance',\n"
+                "%s            new=mock.Mock(return_value=[]))\n"
+                "%s@mock.patch('nova.scheduler.client.report."
+                "SchedulerReportClient.'\n"
+                "%s            'delete_allocation_for_instance',\n"
+                "%s            new=mock.Mock(return_value=True))\n"
+                % ((indent,) * 5)))
+        return ''.join(lines)
+
+    return edits.edit_python(files, path, edit)
+
+
 FIX = registry.Fix(
     bug=1848343,
     title='Reverting migration-based allocations leaks allocations if '
@@ -418,13 +498,28 @@ FIX = registry.Fix(
                         'nova_fixes.nova.compute.manager:_unshelve_instance',
                         original_as='_unshelve_instance_on_host',
                         services=('compute',)),
+        registry.Target('nova.compute.utils:migrations_of_instance',
+                        'nova_fixes.nova.compute.utils:'
+                        'migrations_of_instance', new=True),
+        registry.Target('nova.compute.api:API._delete',
+                        'nova_fixes.nova.compute.api:_delete',
+                        original_as='_delete_as_requested',
+                        services=('api',)),
+        registry.Target('nova.compute.api:API._confirm_resize_on_deleting',
+                        'nova_fixes.nova.compute.api:'
+                        '_confirm_resize_on_deleting',
+                        original_as='_confirm_resize_before_delete',
+                        services=('api',)),
+        # Last: nova's module has it after the others (the activation
+        # tests change the last target's lines).
         registry.Target('nova.compute.api:API._local_delete',
                         'nova_fixes.nova.compute.api:_local_delete',
                         original_as='_local_delete_instance',
                         services=('api',)),
     ),
     tests=('test_bug_1848343', 'test_bug_1848343_more',
-           'test_bug_1848343_deleted_moves', 'test_bug_1848343_cross_cell'),
+           'test_bug_1848343_deleted_moves', 'test_bug_1848343_cross_cell',
+           'test_delete_faults'),
     # In DeletedServerAllocationRevertTest._assert_no_allocations, the
     # source host must still have the deleted server's allocations.
     nova_flips=tuple(
@@ -450,7 +545,7 @@ FIX = registry.Fix(
            '5c1e0d7a2b9f4e61.yaml',
            'bug-1848343-delete-during-move-ba69de04f8550a14.yaml',
            'bug-1848343-writes-after-delete-81133b470adc2a06.yaml',
-           'bug-1848343-local-delete-dies-42ee24f86d566c87.yaml',
+           'bug-1848343-delete-placement-outage-9e2289d1b0983fd1.yaml',
            'bug-1848343-conductor-claim-after-delete-3f0b7c21d4e95a68.yaml',
            'bug-1848343-delete-while-confirming-6d2a9e18c4b07f35.yaml',
            'bug-1848343-cross-cell-delete-0c5b7e93a1d24f68.yaml'),
@@ -460,6 +555,7 @@ FIX = registry.Fix(
         body=COMMIT_MESSAGE,
         trailers=('Closes-Bug: #1848343',),
         test_edits=(flip_1848343_fixme, consumer_conflict_leaks,
-                    revert_allocation_assertions, confirm_rollback_failure),
+                    revert_allocation_assertions, confirm_rollback_failure,
+                    local_delete_tests_mock_placement),
     ),
 )

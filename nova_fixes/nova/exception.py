@@ -33,15 +33,16 @@ class AllocationMoveTargetNotFound(NovaException):
 class PlacementUnavailableForDelete(NovaException):
     """Added to nova.exception (bug 1859496).
 
-    The allocations of a server being built could not be deleted.
+    The allocations of a server being deleted could not be deleted.
 
     Raised by API._attempt_delete_of_buildrequest when the allocations of
     a server that has not reached a cell could not be deleted in
-    placement. Nothing of the server has been destroyed then: it is still
-    listed, with its build request and allocations, and deleting it again
-    once placement answers completes the delete. The servers controller's
-    delete returns it as 503 Service Unavailable; its message is safe to
-    show to users.
+    placement (and, with the fix of bug 1848343, by the API's local
+    delete and its confirm-on-delete of a resized server). Nothing of the
+    server has been destroyed then: it is still listed, with its
+    allocations, and deleting it again once placement answers completes
+    the delete. The servers controller's delete returns it as 503 Service
+    Unavailable; its message is safe to show to users.
     """
     msg_fmt = _('Placement could not be reached to delete the allocations '
                 'of server %(instance_uuid)s (%(reason)s), so the server was '

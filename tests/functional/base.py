@@ -27,11 +27,13 @@ import time
 from unittest import mock
 
 import fixtures
+from keystoneauth1 import exceptions as ks_exc
 
 from nova.cmd import manage
 import nova.conf
 from nova import context as nova_context
 from nova import objects
+from nova.scheduler.client import report
 from nova.tests.functional.api import client as api_client
 
 from nova_fixes import activation as nova_fixes_activation
@@ -47,6 +49,8 @@ fixes_conf.register_opts(CONF)
 common.install_api_paste_config()
 #: The leak assertions' marker (see tests.common.LEAK).
 LEAK = common.LEAK
+#: A server left where no request moves it counts as a leak too.
+STUCK = LEAK + 'STUCK: '
 
 # Migration statuses after which a migration holds no allocations (nova's
 # migration_get_in_progress_by_host_and_node leaves out the same ones).
@@ -165,6 +169,35 @@ class NovaFixesTestMixin(object):
         self.stub_out('%s.%s.%s' % (owner.__module__, owner.__qualname__,
                                     name), wrapper)
         return done
+
+    def placement_down(self):
+        """Make placement unreachable for nova's services: every call of
+        their report clients fails to connect, as safe_connect sees it when
+        placement is down. The test's own placement client is untouched.
+
+        :returns: (failed, down): the (verb, url) of every call that
+            failed, and an event, set now: clear it to bring placement
+            back, set it again for another outage
+        """
+        down = threading.Event()
+        failed = []
+        for name in ('get', 'post', 'put', 'delete'):
+            original = getattr(report.SchedulerReportClient, name)
+
+            def call(client, url, *args, _original=original, _name=name,
+                     **kwargs):
+                if down.is_set():
+                    failed.append((_name, url))
+                    raise ks_exc.ConnectFailure(
+                        'Unable to establish connection to the placement '
+                        'API')
+                return _original(client, url, *args, **kwargs)
+
+            self.stub_out('nova.scheduler.client.report.'
+                          'SchedulerReportClient.%s' % name, call)
+        down.set()
+        self.addCleanup(down.clear)
+        return failed, down
 
     def wait_for(self, event, what, timeout=30):
         self.assertTrue(event.wait(timeout), 'Timed out waiting for %s'

@@ -201,31 +201,24 @@ class ProcessDied(Exception):
 
 
 class LocalDeleteDiesTest(_DeletedMoveTestBase):
-    """Out of reach for bug 1848343: the API deleting a server locally
-    dies after the instance's deletion is committed and before it removes
-    the allocations of the server's migrations.
+    """Regression test for bug 1848343: the API deleting a server locally
+    dies right after the instance's record is destroyed.
 
-    The fixes remove a migration's allocations in the delete paths, right
-    after the instance's own: no step of the move that fails on the
-    deleted instance can be counted on to do it. The compute's delete
-    records DELETED, removes the allocations (the migrations' included)
-    and only then destroys the record: a compute that dies in between
-    finishes the delete when it starts again (init_host). The API's local
-    delete, when the server's compute is down, destroys the record and
-    then removes the migrations' allocations: an API that dies in
-    between leaves the migration consumer holding the source node, and
-    nothing left names it. The record is destroyed, its migrations with
-    it; no request comes back to the delete; the resource tracker never
-    heals migration consumers.
-
-    The remedy is the operator's: ``nova-manage placement audit
-    --delete`` deletes the allocations of a compute node whose consumer
-    is neither an instance on that node nor a migration in progress (a
-    deleted migration is not in progress). This test shows the leak with
-    and without the fixes, and that the audit removes it.
+    The fixes remove a migration's allocations in the delete paths: no
+    step of the move that fails on the deleted instance can be counted on
+    to do it. nova's local delete (the server's compute is down) destroys
+    the record and only then would anything remove the migrations'
+    allocations: an API that dies in between leaves the migration
+    consumer holding the source node, and nothing left names it (the
+    record is destroyed, its migrations with it; no request comes back
+    to the delete; the resource tracker never heals migration
+    consumers). Until the fixes deleted every allocation first, this was
+    out of reach, and ``nova-manage placement audit --delete`` the
+    operator's remedy. Now the local delete removes the allocations of
+    the instance and of its migrations before it destroys anything, so a
+    death after the destroy leaves nothing; the audit finds nothing
+    either.
     """
-
-    out_of_reach = True
 
     def _die_after_destroy(self, server):
         """The process destroying ``server``'s instance record dies right
@@ -271,22 +264,21 @@ class LocalDeleteDiesTest(_DeletedMoveTestBase):
                                         {'instance_uuid': server['id']}))
         return uuids
 
-    def test_api_dies_before_removing_the_migration_allocations(self):
+    def test_api_dies_after_destroying_the_record(self):
         """1. A cold migration finishes: VERIFY_RESIZE.
         2. The user reverts; the destination compute goes down in its
            revert_resize: it does nothing more.
         3. The user deletes the server; its compute is down, so the API
-           deletes it locally: it removes the instance consumer, destroys
-           the record and dies.
-        4. The migration consumer is left on the source, and stays once
-           the destination compute is back, after archive and the
-           periodics.
-        5. placement audit finds it (dry run), then deletes it.
+           deletes it locally: it destroys the record and dies.
+        4. No allocation of the server or of its migration is left, nor
+           once the destination compute is back, after archive and the
+           periodics (on vanilla nova the migration consumer keeps the
+           source node).
+        5. placement audit finds nothing to delete.
         """
         server, source, target = self._create_server()
         self._migrate_server(server)
         [migration] = self._migration_uuids(server)
-        source_rp = self._get_provider_uuid_by_host(source)
         down = self._revert_resize_goes_down()
 
         self.api.post_server_action(server['id'], {'revertResize': None})
@@ -302,31 +294,16 @@ class LocalDeleteDiesTest(_DeletedMoveTestBase):
         self.assertRaises(api_client.OpenStackApiNotFoundException,
                           self.api.get_server, server['id'])
 
-        # The leak, on any nova.
         self.assertEqual({}, self._get_allocations_by_server_uuid(
-            server['id']))
-        leaked = self._get_allocations_by_server_uuid(migration)
-        self.assertEqual([source_rp], list(leaked))
-        self.assertFlavorMatchesAllocation(server['flavor'], migration,
-                                           source_rp)
+            server['id']), base.LEAK + 'allocations left for the server')
+        self.assertEqual({}, self._get_allocations_by_server_uuid(
+            migration), base.LEAK + 'allocations left for its migration')
         self.computes[target] = self.restart_compute_service(compute)
         self.api.put_service(compute.service_ref.uuid,
                              {'forced_down': 'false'})
         self.archive_and_run_periodics()
-        self.assertEqual(leaked, self._get_allocations_by_server_uuid(
-            migration))
-
-        # The remedy.
-        result, output = self.placement_audit(delete=False)
-        self.assertEqual(3, result, output)
-        self.assertIn(migration, output)
-        self.assertEqual(leaked, self._get_allocations_by_server_uuid(
-            migration))
-        result, output = self.placement_audit(delete=True)
-        self.assertEqual(4, result, output)
-        self.assertIn('Deleted allocations for consumer UUID %s'
-                      % migration, output)
-        self.assertEqual({}, self._all_allocations())
+        self.assertEqual({}, self._all_allocations(), base.LEAK +
+                         'allocations left after archive and the periodics')
         result, output = self.placement_audit(delete=False)
         self.assertEqual(0, result, output)
 

@@ -114,10 +114,17 @@ class ActivationTestCase(testtools.TestCase):
         distro backport): the live function's own lines are what counts.
         """
         series = activation.series_of(activation.nova_version())
-        last = [target for fix in fixes.FIXES
-                for target in registry.targets_of(fix, series)
-                if not target.new][-1]
-        owner, name = activation._resolve(last.path)
+        # The last target whose function has a line to change before the
+        # next target's in its file.
+        for last in reversed([target for fix in fixes.FIXES
+                              for target in registry.targets_of(fix, series)
+                              if not target.new]):
+            owner, name = activation._resolve(last.path)
+            source = inspect.getsourcelines(
+                inspect.unwrap(getattr(owner, name)))[0]
+            if any(line.strip().startswith(('return', 'try'))
+                   for line in source[1:]):
+                break
         path = inspect.unwrap(getattr(owner, name)).__code__.co_filename
         with open(path, encoding='utf-8') as f:
             lines = f.readlines()
@@ -262,8 +269,8 @@ class FixtureTestCase(testtools.TestCase):
         self.addCleanup(nova_fixes.deactivate)
         outer = _snapshot()
         with fixture.NovaFixes() as fix:
-            self.assertEqual(['orphans', 1859496], fix.activated)
-            self.assertEqual(ALL, nova_fixes.active_fixes())
+            self.assertEqual([1859496, 'orphans'], fix.activated)
+            self.assertCountEqual(ALL, nova_fixes.active_fixes())
         self.assertEqual([1848343], nova_fixes.active_fixes())
         self.assertEqual(outer, _snapshot())
         nova_fixes.deactivate()

@@ -14,6 +14,7 @@
 
 from keystoneauth1 import exceptions as ks_exc
 from oslo_log import log as logging
+from oslo_utils import excutils
 
 from nova.compute import utils as compute_utils
 from nova import exception
@@ -108,10 +109,19 @@ def _local_delete_cleanup(self, context, instance_uuid):
                  instance_uuid=instance_uuid)
 
 
-def _delete_allocations_or_refuse(reportclient, context, instance):
+def _delete_allocations_or_refuse(reportclient, context, instance,
+                                  consumer_uuid=None,
+                                  consumer_type='instance'):
+    """Delete the allocations of the server, or of one of its migrations
+    (consumer_uuid), or refuse the delete of the server.
+
+    :raises PlacementUnavailableForDelete: placement could not be reached,
+        or failed
+    """
+    consumer_uuid = consumer_uuid or instance.uuid
     try:
         deleted = reportclient.delete_allocation_for_instance(
-            context, instance.uuid, force=True)
+            context, consumer_uuid, consumer_type=consumer_type, force=True)
     except exception.AllocationDeleteFailed as e:
         reason = 'placement failed: %s' % e.format_message()
     except ks_exc.ClientException as e:
@@ -120,9 +130,10 @@ def _delete_allocations_or_refuse(reportclient, context, instance):
         if deleted is not None:
             return
         reason = 'placement could not be reached'
-    LOG.warning('Refusing to delete the server while it is being built: its '
-                'allocations could not be deleted (%s). Nothing was deleted; '
-                'the delete can be retried.', reason, instance=instance)
+    LOG.warning('Refusing to delete the server: the allocations of %s %s '
+                'could not be deleted (%s). Nothing was deleted; the delete '
+                'can be retried.', consumer_type, consumer_uuid, reason,
+                instance=instance)
     raise exception.PlacementUnavailableForDelete(
         instance_uuid=instance.uuid, reason=reason)
 
@@ -131,14 +142,115 @@ def _local_delete(self, context, instance, bdms, delete_type, cb):
     """Replaces API._local_delete (bug 1848343).
 
     Delete an instance whose compute is down (or that is shelved
-    offloaded) from the database, allocations of its migrations included.
+    offloaded) from the database, and its allocations and those of its
+    migrations from placement, or refuse before anything is deleted.
 
-    nova's original removes the allocations of the instance consumer. A
-    server deleted during a move also has a migration consumer holding
-    the source node (an evacuation or a revert whose compute went down),
-    which nothing else removes: see delete_allocations_of_migrations. The
-    instance is destroyed by now, with its migration rows.
+    nova's original removes the allocations of the instance consumer
+    through the report client, which only logs a placement it cannot
+    reach, and then destroys the record: during a placement outage the
+    allocations were left with nothing to name them. And a server deleted
+    during a move also has a migration consumer holding the source node
+    (an evacuation or a revert whose compute went down), which nothing
+    else removes: see delete_allocations_of_migrations.
+
+    Here every one of those allocations is deleted first, while the
+    record still names them (its task_state is already DELETING, so a
+    step of a move that writes allocations later sees the delete, see
+    delete_allocations_if_deleted). If placement cannot be reached or
+    fails, PlacementUnavailableForDelete is raised before anything else
+    is done: API._delete puts the server back as it was and the user gets
+    a 503 and can retry. An API that dies after the record is destroyed
+    leaves nothing either.
     """
+    _delete_allocations_or_refuse(self.placementclient, context, instance)
+    for migration in compute_utils.migrations_of_instance(context,
+                                                          instance.uuid):
+        _delete_allocations_or_refuse(self.placementclient, context,
+                                      instance, migration.uuid,
+                                      'migration')
     self._local_delete_instance(context, instance, bdms, delete_type, cb)
-    compute_utils.delete_allocations_of_migrations(
-        context, self.placementclient, instance.uuid)
+
+
+def _delete(self, context, instance, delete_type, cb, **instance_attrs):
+    """Replaces API._delete (bug 1848343).
+
+    Delete a server, or leave it in a state that accepts another delete.
+
+    nova saves the delete's task state (DELETING, or SOFT_DELETING) before
+    it confirms a resize, deletes the server locally or asks its compute
+    to. When one of those steps failed (placement unreachable during a
+    local delete or during the confirm of a resize), the server was left
+    in that task state, and every later DELETE was ignored ("already in
+    deleting state"): no request could remove it any more. Here a delete
+    that fails once it has saved its task state puts the task state back
+    as it was before the request, so that the user can retry.
+    """
+    task_state = (instance.task_state
+                  if instance.obj_attr_is_set('task_state') else None)
+    try:
+        return self._delete_as_requested(context, instance, delete_type,
+                                         cb, **instance_attrs)
+    except Exception:
+        with excutils.save_and_reraise_exception():
+            _restore_task_state(instance, task_state,
+                                instance_attrs.get('task_state'))
+
+
+def _restore_task_state(instance, task_state, delete_task_state):
+    """Put back the task state a failed delete saved, if it did."""
+    if (delete_task_state is None or
+            not instance.obj_attr_is_set('id') or
+            not instance.obj_attr_is_set('task_state') or
+            instance.task_state != delete_task_state):
+        return
+    instance.task_state = task_state
+    try:
+        instance.save(expected_task_state=[delete_task_state])
+    except (exception.InstanceNotFound,
+            exception.UnexpectedTaskStateError) as e:
+        LOG.info('The delete failed; the task state it set was not put '
+                 'back: %s', e, instance=instance)
+    else:
+        LOG.info('The delete failed; the task state is back to %s: the '
+                 'delete can be retried.', task_state, instance=instance)
+
+
+def _confirm_resize_on_deleting(self, context, instance):
+    """Replaces API._confirm_resize_on_deleting (bug 1848343).
+
+    Confirm the resize of a server being deleted; if that fails while
+    placement is unreachable, refuse the delete with a retryable error.
+
+    The source compute's confirm fails when it cannot reach placement,
+    and nova's DELETE then answered 500 (the error went through the
+    servers controller as it came), with the server left in its delete
+    task state. Here such a failure, when placement does not answer the
+    API either, is PlacementUnavailableForDelete: a 503 telling the user
+    to retry (API._delete puts the task state back). Any other failure is
+    raised as it was. Nothing is asked of placement while the confirm
+    succeeds.
+    """
+    try:
+        self._confirm_resize_before_delete(context, instance)
+    except Exception as error:
+        reason = _placement_unavailable(self.placementclient, context,
+                                        instance)
+        if reason is None:
+            raise
+        LOG.warning('Refusing to delete the server: the confirm of its '
+                    'resize failed (%s) and %s. The delete can be '
+                    'retried.', type(error).__name__, reason,
+                    instance=instance)
+        raise exception.PlacementUnavailableForDelete(
+            instance_uuid=instance.uuid, reason=reason)
+
+
+def _placement_unavailable(reportclient, context, instance):
+    """Why placement cannot serve a delete now, or None if it answers."""
+    try:
+        reportclient.get_allocs_for_consumer(context, instance.uuid)
+    except exception.ConsumerAllocationRetrievalFailed as e:
+        return 'placement failed: %s' % e.format_message()
+    except ks_exc.ClientException as e:
+        return 'placement could not be reached: %s' % type(e).__name__
+    return None

@@ -82,9 +82,7 @@ def delete_allocations_of_migrations(context, reportclient, instance_uuid):
     :param instance_uuid: UUID of the deleted instance
     """
     try:
-        with utils.temporary_mutation(context, read_deleted='yes'):
-            migrations = objects.MigrationList.get_by_filters(
-                context, {'instance_uuid': instance_uuid})
+        migrations = migrations_of_instance(context, instance_uuid)
     except Exception:
         LOG.exception('Unable to list the migrations of deleted instance '
                       '%s; their allocations, if any, are left in '
@@ -93,6 +91,23 @@ def delete_allocations_of_migrations(context, reportclient, instance_uuid):
     for migration in migrations:
         _delete_consumer_allocations(context, reportclient,
                                      migration.uuid, 'migration')
+
+
+def migrations_of_instance(context, instance_uuid):
+    """Added to nova.compute.utils (bug 1848343).
+
+    The migrations of an instance whose consumers a delete removes.
+
+    Deleted rows are included: the compute's delete reads them once the
+    instance, and its migrations with it, are deleted.
+
+    :param context: nova request context, targeted at the instance's cell
+    :param instance_uuid: UUID of the instance
+    :returns: a MigrationList
+    """
+    with utils.temporary_mutation(context, read_deleted='yes'):
+        return objects.MigrationList.get_by_filters(
+            context, {'instance_uuid': instance_uuid})
 
 
 def delete_allocations_if_deleted(context, reportclient, instance_uuid,

@@ -139,7 +139,7 @@ class RunServiceTestCase(_Base):
                          [c[0][0] for c in run.call_args_list])
         # Each activates what its service runs: the conductor's drop-ins
         # of 1859496, none in the scheduler.
-        expected = ([1848343, 'orphans'], [1848343, 1859496], [])
+        expected = ([1848343, 'orphans'], [1859496, 1848343], [])
         for c, active in zip(run.call_args_list, expected):
             self.assertEqual([], nova_fixes.active_fixes())
             c[0][1]()

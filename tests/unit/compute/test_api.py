@@ -66,8 +66,8 @@ class AttemptDeleteOfBuildRequestTestCase(testtools.TestCase):
                 lambda: order.append('build request'))
             self.assertTrue(self._attempt())
             self.assertEqual(['placement', 'build request'], order)
-            self.delete.assert_called_once_with(self.context, UUID,
-                                                force=True)
+            self.delete.assert_called_once_with(
+                self.context, UUID, consumer_type='instance', force=True)
             self.api._local_cleanup_bdm_volumes.assert_called_with(
                 get_br.return_value.block_device_mappings, self.instance,
                 self.context)
@@ -89,7 +89,8 @@ class AttemptDeleteOfBuildRequestTestCase(testtools.TestCase):
         self.context = types.SimpleNamespace()
         self.assertFalse(self._attempt())
         self.assertFalse(hasattr(self.context, api.ALLOCATIONS_DELETED))
-        self.delete.assert_called_once_with(self.context, UUID, force=True)
+        self.delete.assert_called_once_with(
+            self.context, UUID, consumer_type='instance', force=True)
         self.api._local_cleanup_bdm_volumes.assert_not_called()
 
     def _assert_refused(self, get_br, reason):
@@ -128,33 +129,171 @@ class AttemptDeleteOfBuildRequestTestCase(testtools.TestCase):
         get_br.return_value.destroy.assert_not_called()
 
 
-@mock.patch('nova.compute.utils.delete_allocations_of_migrations',
-            create=True)
+MIGRATION = 'e2f1a3c4-0000-4000-8000-00000000000a'
+
+
+@mock.patch('nova.compute.utils.migrations_of_instance', create=True,
+            return_value=[mock.Mock(uuid=MIGRATION)])
 class LocalDeleteTestCase(testtools.TestCase):
 
-    def test_migrations_after_nova_original(self, migrations):
-        compute_api = mock.Mock()
-        instance = mock.Mock(uuid=UUID)
+    def setUp(self):
+        super(LocalDeleteTestCase, self).setUp()
+        self.useFixture(fixture.NovaFixes(bugs=[1859496]))
+        patcher = mock.patch.object(api, 'LOG')
+        self.log = patcher.start()
+        self.addCleanup(patcher.stop)
+        self.compute_api = mock.Mock()
+        self.delete = (
+            self.compute_api.placementclient.delete_allocation_for_instance)
+        self.instance = mock.Mock(uuid=UUID)
+
+    def _local_delete(self):
+        api._local_delete(self.compute_api, mock.sentinel.ctxt,
+                          self.instance, mock.sentinel.bdms, 'delete',
+                          mock.sentinel.cb)
+
+    def test_allocations_deleted_before_nova_original(self, migrations):
         order = mock.Mock()
-        order.attach_mock(compute_api._local_delete_instance, 'delete')
-        order.attach_mock(migrations, 'migrations')
-        api._local_delete(compute_api, mock.sentinel.ctxt, instance,
-                          mock.sentinel.bdms, 'delete', mock.sentinel.cb)
+        order.attach_mock(self.delete, 'placement')
+        order.attach_mock(self.compute_api._local_delete_instance, 'delete')
+        self._local_delete()
+        migrations.assert_called_once_with(mock.sentinel.ctxt, UUID)
         self.assertEqual([
-            mock.call.delete(mock.sentinel.ctxt, instance,
-                             mock.sentinel.bdms, 'delete', mock.sentinel.cb),
-            mock.call.migrations(mock.sentinel.ctxt,
-                                 compute_api.placementclient, UUID)],
+            mock.call.placement(mock.sentinel.ctxt, UUID,
+                                consumer_type='instance', force=True),
+            mock.call.placement(mock.sentinel.ctxt, MIGRATION,
+                                consumer_type='migration', force=True),
+            mock.call.delete(mock.sentinel.ctxt, self.instance,
+                             mock.sentinel.bdms, 'delete', mock.sentinel.cb)],
             order.mock_calls)
 
-    def test_original_failure_removes_nothing(self, migrations):
-        compute_api = mock.Mock()
-        compute_api._local_delete_instance.side_effect = (
-            exception.InstanceNotFound(instance_id=UUID))
-        self.assertRaises(exception.InstanceNotFound, api._local_delete,
-                          compute_api, mock.sentinel.ctxt, mock.Mock(),
-                          None, 'delete', None)
-        migrations.assert_not_called()
+    def test_unreachable_placement_refuses_before_anything(self, migrations):
+        for unreachable in ('instance', 'migration'):
+            self.delete.reset_mock()
+            self.log.reset_mock()
+            self.delete.side_effect = (
+                lambda ctxt, uuid, consumer_type, force, u=unreachable:
+                None if consumer_type == u else True)
+            exc = self.assertRaises(
+                fixes_exception.PlacementUnavailableForDelete,
+                self._local_delete)
+            self.assertEqual(503, exc.code)
+            self.assertIn('The delete can be retried', exc.format_message())
+            self.compute_api._local_delete_instance.assert_not_called()
+            self.log.warning.assert_called_once()
+
+    def test_placement_failure_refuses(self, migrations):
+        self.delete.side_effect = exception.AllocationDeleteFailed(
+            consumer_uuid=UUID, error='502 Bad Gateway')
+        exc = self.assertRaises(
+            fixes_exception.PlacementUnavailableForDelete,
+            self._local_delete)
+        self.assertIn('502 Bad Gateway', exc.format_message())
+        self.compute_api._local_delete_instance.assert_not_called()
+
+
+class DeleteTestCase(testtools.TestCase):
+    """API._delete: a failed delete puts the task state back."""
+
+    def setUp(self):
+        super(DeleteTestCase, self).setUp()
+        objects.register_all()
+        patcher = mock.patch.object(api, 'LOG')
+        self.log = patcher.start()
+        self.addCleanup(patcher.stop)
+        self.compute_api = mock.Mock()
+        self.original = self.compute_api._delete_as_requested
+        self.instance = objects.Instance(id=1, uuid=UUID, task_state=None)
+        self.instance.obj_reset_changes()
+        save = mock.patch.object(objects.Instance, 'save').start()
+        self.addCleanup(mock.patch.stopall)
+        self.save = save
+
+    def _delete(self):
+        return api._delete(self.compute_api, mock.sentinel.ctxt,
+                           self.instance, 'delete', mock.sentinel.cb,
+                           task_state='deleting')
+
+    def _fail_after_saving(self, error):
+        def delete(ctxt, instance, delete_type, cb, **attrs):
+            instance.update(attrs)
+            raise error
+        self.original.side_effect = delete
+
+    def test_success_is_nova_original(self):
+        self.assertEqual(self.original.return_value, self._delete())
+        self.original.assert_called_once_with(
+            mock.sentinel.ctxt, self.instance, 'delete', mock.sentinel.cb,
+            task_state='deleting')
+        self.save.assert_not_called()
+
+    def test_failure_after_saving_puts_the_task_state_back(self):
+        self._fail_after_saving(ValueError('placement'))
+        self.assertRaises(ValueError, self._delete)
+        self.assertIsNone(self.instance.task_state)
+        self.save.assert_called_once_with(expected_task_state=['deleting'])
+
+    def test_failure_before_saving_saves_nothing(self):
+        self.original.side_effect = ValueError('before')
+        self.assertRaises(ValueError, self._delete)
+        self.save.assert_not_called()
+
+    def test_instance_not_saved_yet_is_left_alone(self):
+        # A server still in BUILD: its instance came from a build request.
+        self.instance = objects.Instance(uuid=UUID, task_state=None)
+        self._fail_after_saving(ValueError('placement'))
+        self.assertRaises(ValueError, self._delete)
+        self.save.assert_not_called()
+
+    def test_task_state_changed_meanwhile_is_kept(self):
+        self._fail_after_saving(ValueError('placement'))
+        self.save.side_effect = exception.UnexpectedTaskStateError(
+            instance_uuid=UUID, expected='deleting', actual='migrating')
+        self.assertRaises(ValueError, self._delete)
+        self.log.info.assert_called_once()
+
+
+class ConfirmResizeOnDeletingTestCase(testtools.TestCase):
+
+    def setUp(self):
+        super(ConfirmResizeOnDeletingTestCase, self).setUp()
+        self.useFixture(fixture.NovaFixes(bugs=[1859496]))
+        patcher = mock.patch.object(api, 'LOG')
+        self.log = patcher.start()
+        self.addCleanup(patcher.stop)
+        self.compute_api = mock.Mock()
+        self.original = self.compute_api._confirm_resize_before_delete
+        self.probe = self.compute_api.placementclient.get_allocs_for_consumer
+        self.instance = mock.Mock(uuid=UUID)
+
+    def _confirm(self):
+        api._confirm_resize_on_deleting(self.compute_api, mock.sentinel.ctxt,
+                                        self.instance)
+
+    def test_success_asks_placement_nothing(self):
+        self._confirm()
+        self.original.assert_called_once_with(mock.sentinel.ctxt,
+                                              self.instance)
+        self.probe.assert_not_called()
+
+    def test_failure_while_placement_is_unreachable_is_a_503(self):
+        self.original.side_effect = ValueError('remote ConnectFailure')
+        for failure, reason in (
+                (ks_exc.ConnectFailure(), 'could not be reached'),
+                (exception.ConsumerAllocationRetrievalFailed(
+                    consumer_uuid=UUID, error='503'), 'placement failed')):
+            self.probe.side_effect = failure
+            exc = self.assertRaises(
+                fixes_exception.PlacementUnavailableForDelete,
+                self._confirm)
+            self.assertIn(reason, exc.format_message())
+            self.assertIn('The delete can be retried', exc.format_message())
+
+    def test_failure_with_placement_answering_is_raised_as_it_was(self):
+        self.original.side_effect = ValueError('something else')
+        self.probe.return_value = {'allocations': {}}
+        self.assertRaises(ValueError, self._confirm)
+        self.probe.assert_called_once_with(mock.sentinel.ctxt, UUID)
 
 
 class LocalDeleteCleanupTestCase(testtools.TestCase):

@@ -96,6 +96,17 @@ class DeleteAllocationsOfMigrationsTestCase(testtools.TestCase):
                       force=True)],
             self.client.delete_allocation_for_instance.mock_calls)
 
+    def test_migrations_of_instance_reads_deleted_rows(self):
+        seen = []
+        self.list.side_effect = lambda ctxt, filters: (
+            seen.append(ctxt.read_deleted) or ['m'])
+        self.assertEqual(['m'], utils.migrations_of_instance(self.context,
+                                                             'uuid'))
+        self.list.assert_called_once_with(self.context,
+                                          {'instance_uuid': 'uuid'})
+        self.assertEqual(['yes'], seen)
+        self.assertEqual('no', self.context.read_deleted)
+
     def test_failures_are_logged_not_raised(self):
         self.list.return_value = [mock.Mock(uuid='m1'), mock.Mock(uuid='m2')]
         self.client.delete_allocation_for_instance.side_effect = (

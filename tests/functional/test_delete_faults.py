@@ -1,0 +1,285 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Regression tests for deletes that meet a placement outage (bug 1848343).
+
+https://bugs.launchpad.net/nova/+bug/1848343
+
+What must hold: a delete during a placement outage either completes and
+leaves nothing, or fails in a way the user can retry (503, the server
+still there in a state that accepts another DELETE) and the retry once
+placement answers completes it. Never a 500, never a server stuck in a
+task state no request moves it out of, never a record destroyed while its
+allocations stay.
+
+nova's report client swallows a ConnectFailure in
+delete_allocation_for_instance (safe_connect logs "Placement API service
+is not responding" and returns None), so a caller goes on as if the
+allocations were gone:
+
+1. The API deletes a server locally (its compute is down) while
+   placement is unreachable: the DELETE answers 204, the record is
+   destroyed and the allocations stay, with nothing left to name them.
+2. The API deletes a server in VERIFY_RESIZE while placement is
+   unreachable: its confirm-on-delete fails on the source compute, the
+   DELETE answers 500 and the server is left in ERROR with task_state
+   'deleting'; a new DELETE is ignored ("already in deleting state").
+3. (No regression.) An ACTIVE server whose compute is up: whatever the
+   compute's delete did during the outage, a DELETE once placement is back
+   leaves nothing.
+"""
+
+import time
+
+from nova.compute import manager as compute_manager
+from nova.tests.functional.api import client as api_client
+from nova.tests.functional import integrated_helpers
+
+from tests.functional import base
+
+TIMEOUT = 30
+# How long a retried DELETE may take to remove the server.
+RETRY_TIMEOUT = 10
+
+
+class _DeleteFaultsTestBase(base.NovaFixesTestMixin,
+                            integrated_helpers.ProviderUsageBaseTestCase):
+    compute_driver = 'fake.MediumFakeDriver'
+
+    def setUp(self):
+        super(_DeleteFaultsTestBase, self).setUp()
+        self._start_compute('host1')
+        self._start_compute('host2')
+
+    def _create_server(self):
+        server = super(_DeleteFaultsTestBase, self)._create_server(
+            networks='none')
+        source = server['OS-EXT-SRV-ATTR:host']
+        target = 'host2' if source == 'host1' else 'host1'
+        return server, source, target
+
+    def _compute_down(self, host):
+        """Stop ``host``'s compute and force its service down, as an
+        operator does for a host that is gone: the API deletes its servers
+        locally.
+        """
+        compute = self.computes[host]
+        compute.stop()
+        self.api.put_service(compute.service_ref.uuid,
+                             {'forced_down': 'true'})
+        return compute
+
+    def _compute_back(self, host, compute):
+        self.computes[host] = self.restart_compute_service(compute)
+        self.api.put_service(compute.service_ref.uuid,
+                             {'forced_down': 'false'})
+
+    def _delete_during_outage(self, server, statuses=(204, 500, 503)):
+        """The user's DELETE while placement is unreachable for nova's
+        services; returns the API's response and the placement calls that
+        failed meanwhile.
+        """
+        failed, down = self.placement_down()
+        try:
+            response = self.api.api_delete(
+                '/servers/%s' % server['id'],
+                check_response_status=list(statuses))
+        finally:
+            down.clear()
+        return response, failed
+
+    def _server_or_none(self, server):
+        try:
+            return self.api.get_server(server['id'])
+        except api_client.OpenStackApiNotFoundException:
+            return None
+
+    def assert_no_guest_left(self, server):
+        for host, compute in self.computes.items():
+            self.assertNotIn(server['id'],
+                             compute.driver.list_instance_uuids(),
+                             base.LEAK + 'a guest of the deleted server is '
+                             'left on %s' % host)
+
+    def assert_refused_for_placement(self, response, failed):
+        """The DELETE was refused, retryable, in nova's fault format."""
+        self.assertTrue(failed, 'the DELETE did not meet the outage')
+        self.assertNotEqual(500, response.status, base.STUCK +
+                            'the DELETE failed with a 500: %s'
+                            % (response.body,))
+        self.assertEqual(503, response.status, response.body)
+        message = response.body['serviceUnavailable']['message']
+        self.assertIn('Placement could not be reached', message)
+        self.assertIn('The delete can be retried', message)
+
+    def assert_retry_deletes(self, server, timeout=RETRY_TIMEOUT):
+        """Once placement is back, a new DELETE removes the server: it is
+        not stuck in a task state that ignores DELETE.
+        """
+        if self._server_or_none(server) is None:
+            return
+        self.api.api_delete('/servers/%s' % server['id'],
+                            check_response_status=[204])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            current = self._server_or_none(server)
+            if current is None:
+                return
+            time.sleep(0.1)
+        self.fail(base.STUCK + 'the server is still there %s s after a '
+                  'DELETE retried once placement was back: %s, task_state '
+                  '%s' % (timeout, current['status'],
+                          current['OS-EXT-STS:task_state']))
+
+
+class LocalDeleteDuringPlacementOutageTest(_DeleteFaultsTestBase):
+    """Regression test for a delete's placement faults: sequence 1.
+
+    1. A server is ACTIVE on a host whose compute goes down (its service
+       forced down): the API deletes its servers itself (local delete).
+    2. Placement becomes unreachable for nova's services; the user
+       deletes the server. nova's local delete removes the allocations
+       through the report client, which logs the ConnectFailure and
+       returns, then destroys the record: the DELETE answers 204 and the
+       allocations stay, with no record left to name them.
+    3. Placement is back. With the fix the DELETE was refused (503,
+       "retry the delete") before anything was destroyed, and the server
+       is as it was: ACTIVE, no task state.
+    4. The user deletes it again (test_retry_while_the_compute_is_down:
+       locally again; test_retry_once_the_compute_is_back: through its
+       compute, which a server left in task_state 'deleting' would not
+       allow): nothing is left, nor after archive and the periodics.
+    """
+
+    def _refused_local_delete(self):
+        server, source, target = self._create_server()
+        compute = self._compute_down(source)
+        response, failed = self._delete_during_outage(server)
+
+        self.assertIn(('delete', '/allocations/%s' % server['id']), failed)
+        # On vanilla nova the record is gone and its allocations are not.
+        self.assert_no_leaked_allocations()
+        self.assert_refused_for_placement(response, failed)
+        current = self.api.get_server(server['id'])
+        self.assertEqual('ACTIVE', current['status'])
+        self.assertIsNone(current['OS-EXT-STS:task_state'])
+        self.assertFlavorMatchesAllocation(
+            server['flavor'], server['id'],
+            self._get_provider_uuid_by_host(source))
+        return server, source, compute
+
+    def test_retry_while_the_compute_is_down(self):
+        server, source, compute = self._refused_local_delete()
+        self.assert_retry_deletes(server)
+        self._compute_back(source, compute)
+        self.assert_server_left_nothing(server)
+
+    def test_retry_once_the_compute_is_back(self):
+        server, source, compute = self._refused_local_delete()
+        self._compute_back(source, compute)
+        self.assert_retry_deletes(server)
+        self.assert_server_left_nothing(server)
+
+
+class DeleteResizedServerDuringPlacementOutageTest(_DeleteFaultsTestBase):
+    """Regression test for a delete's placement faults: sequence 2.
+
+    1. A cold migration finishes: VERIFY_RESIZE; the migration consumer
+       holds the source node, the instance consumer the destination.
+    2. Placement becomes unreachable for nova's services; the user
+       deletes the server. The API saves task_state 'deleting' and
+       confirms the resize on the source first (confirm-on-delete), which
+       fails there on placement: nova's DELETE answers 500 and leaves the
+       server in ERROR with task_state 'deleting', which every later
+       DELETE ignores ("already in deleting state").
+    3. Placement is back. With the fix the DELETE was refused (503,
+       "retry the delete") before the source was asked to confirm: the
+       server is still in VERIFY_RESIZE, no task state.
+    4. The user deletes it again: it is confirmed and deleted, and
+       nothing is left of it (instance and migration consumers), nor
+       after archive and the periodics.
+    """
+
+    def test_retry_the_delete(self):
+        server, source, target = self._create_server()
+        self._migrate_server(server)
+        response, failed = self._delete_during_outage(server)
+
+        self.assert_retry_deletes(server)
+        self.assert_refused_for_placement(response, failed)
+        self.assert_server_left_nothing(server)
+        self.assert_no_guest_left(server)
+
+
+class DeleteResizedServerConfirmFailsTest(_DeleteFaultsTestBase):
+    """Regression test for a delete's placement faults: sequence 2, the
+    outage starting once the API has checked placement.
+
+    Placement answers the API and fails the source compute's confirm of
+    the resize (confirm-on-delete): the confirm fails there, the source
+    puts the server in ERROR. nova's DELETE answers 500 with the server
+    left in task_state 'deleting', which every later DELETE ignores. With
+    the fix the DELETE is refused (503) and the server's task state is
+    cleared: the user's retry once placement answers deletes it (it is
+    in ERROR now, so it is deleted through its compute without a confirm)
+    and nothing is left of it.
+    """
+
+    def test_retry_the_delete(self):
+        server, source, target = self._create_server()
+        self._migrate_server(server)
+        failed, down = self.placement_down()
+        down.clear()
+        # The outage starts as the source compute starts the confirm.
+        confirmed = self.watch(compute_manager.ComputeManager,
+                               'confirm_resize', before=down.set)
+        try:
+            response = self.api.api_delete(
+                '/servers/%s' % server['id'],
+                check_response_status=[204, 500, 503])
+            self.wait_for(confirmed, 'the confirm on the source', TIMEOUT)
+        finally:
+            down.clear()
+
+        self.assert_retry_deletes(server)
+        self.assert_refused_for_placement(response, failed)
+        self.assert_server_left_nothing(server)
+        self.assert_no_guest_left(server)
+
+
+class DeleteActiveServerDuringPlacementOutageTest(_DeleteFaultsTestBase):
+    """No-regression case for a delete's placement faults: sequence 3.
+
+    1. A server is ACTIVE on a compute that is up.
+    2. Placement becomes unreachable; the user deletes the server: the
+       compute's delete fails in the resource tracker's update before it
+       destroys anything, and the server goes to ERROR.
+    3. Placement is back; the user deletes the server again if it is
+       still there: nothing is left of it.
+    """
+
+    recreates = False
+
+    def test_retry_the_delete(self):
+        server, source, target = self._create_server()
+        failed, down = self.placement_down()
+        terminated = self.watch(compute_manager.ComputeManager,
+                                'terminate_instance')
+        try:
+            self.api.api_delete('/servers/%s' % server['id'],
+                                check_response_status=[204])
+            self.wait_for(terminated, 'the compute\'s delete', TIMEOUT)
+        finally:
+            down.clear()
+        self.assertTrue(failed, 'the delete did not meet the outage')
+        self.assert_retry_deletes(server)
+        self.assert_server_left_nothing(server)
