@@ -63,6 +63,11 @@ def _noop(*args, **kwargs):
     return None
 
 
+def _connect_failure():
+    raise ks_exc.ConnectFailure(
+        'Unable to establish connection to the placement API')
+
+
 #: Upstream nova commits a test process can take out of nova for the run,
 #: NOVA_FIXES_WITHOUT=<commit>[,<commit>], to show that the regression
 #: test of a bug nova has fixed catches it: {commit: fixture factory}.
@@ -170,11 +175,14 @@ class NovaFixesTestMixin(object):
                                     name), wrapper)
         return done
 
-    def placement_down(self):
-        """Make placement unreachable for nova's services: every call of
-        their report clients fails to connect, as safe_connect sees it when
-        placement is down. The test's own placement client is untouched.
+    def placement_down(self, failure=None):
+        """Make placement fail for nova's services: every call of their
+        report clients gets ``failure()`` (by default it fails to connect,
+        as safe_connect sees it when placement is down). The test's own
+        placement client is untouched.
 
+        :param failure: what a call gets instead: a function that raises,
+            or returns the response the call gets
         :returns: (failed, down): the (verb, url) of every call that
             failed, and an event, set now: clear it to bring placement
             back, set it again for another outage
@@ -188,9 +196,7 @@ class NovaFixesTestMixin(object):
                      **kwargs):
                 if down.is_set():
                     failed.append((_name, url))
-                    raise ks_exc.ConnectFailure(
-                        'Unable to establish connection to the placement '
-                        'API')
+                    return (failure or _connect_failure)()
                 return _original(client, url, *args, **kwargs)
 
             self.stub_out('nova.scheduler.client.report.'

@@ -41,7 +41,6 @@ scheduler claimed for a server can still be left behind:
 
 import threading
 
-from keystoneauth1 import exceptions as ks_exc
 import requests
 
 from nova.compute import manager as compute_manager
@@ -50,7 +49,6 @@ from nova.conductor import manager as conductor_manager
 from nova import context as nova_context
 from nova import exception
 from nova import objects
-from nova.scheduler.client import report
 from nova.tests.functional import integrated_helpers
 import oslo_messaging
 from oslo_messaging._drivers import impl_fake
@@ -355,34 +353,9 @@ class DeleteWhilePlacementUnreachableTest(_WindowsTestBase):
     destroyed.
     """
 
-    def _placement_failure(self):
-        """What a report client call gets while placement is down."""
-        raise ks_exc.ConnectFailure(
-            'Unable to establish connection to the placement API')
-
-    def _placement_down(self):
-        """Make placement fail for nova's report clients (not for the
-        test's own placement client).
-
-        :returns: a list of the calls that failed, and a function that
-            brings placement back
-        """
-        down = threading.Event()
-        failed = []
-        for name in ('get', 'post', 'put', 'delete'):
-            original = getattr(report.SchedulerReportClient, name)
-
-            def call(client, url, *args, _original=original, _name=name,
-                     **kwargs):
-                if down.is_set():
-                    failed.append((_name, url))
-                    return self._placement_failure()
-                return _original(client, url, *args, **kwargs)
-
-            self.stub_out('nova.scheduler.client.report.'
-                          'SchedulerReportClient.%s' % name, call)
-        down.set()
-        return failed, down.clear
+    #: What a report client call gets while placement is down (see
+    #: base.placement_down; None: it fails to connect).
+    placement_failure = None
 
     def _lose_scheduler_reply(self):
         """Lose the scheduler's reply to select_destinations on the bus.
@@ -439,10 +412,10 @@ class DeleteWhilePlacementUnreachableTest(_WindowsTestBase):
         """The user's delete while placement is down; returns the API's
         response and the calls to placement that failed meanwhile.
         """
-        failed, placement_back = self._placement_down()
+        failed, down = self.placement_down(self.placement_failure)
         response = self.api.api_delete('/servers/%s' % server['id'],
                                        check_response_status=[204, 503])
-        placement_back()
+        down.clear()
         return response, failed
 
     def _assert_refused(self, server, response, failed):
@@ -538,7 +511,7 @@ class DeleteWhilePlacementFailsTest(DeleteWhilePlacementUnreachableTest):
     cleanup logs and forgets just the same.
     """
 
-    def _placement_failure(self):
+    def placement_failure(self):
         response = requests.Response()
         response.status_code = 503
         response._content = b'503 Service Unavailable'

@@ -210,6 +210,11 @@ def _restore_task_state(instance, task_state, delete_task_state):
             exception.UnexpectedTaskStateError) as e:
         LOG.info('The delete failed; the task state it set was not put '
                  'back: %s', e, instance=instance)
+    except Exception:
+        # The database failed too: the delete's own error is the one the
+        # user gets.
+        LOG.exception('The delete failed, and so did putting its task '
+                      'state back.', instance=instance)
     else:
         LOG.info('The delete failed; the task state is back to %s: the '
                  'delete can be retried.', task_state, instance=instance)

@@ -252,6 +252,12 @@ class DeleteTestCase(testtools.TestCase):
         self.assertRaises(ValueError, self._delete)
         self.log.info.assert_called_once()
 
+    def test_database_failure_keeps_the_delete_error(self):
+        self._fail_after_saving(ValueError('placement'))
+        self.save.side_effect = RuntimeError('database down')
+        self.assertRaises(ValueError, self._delete)
+        self.log.exception.assert_called_once()
+
 
 class ConfirmResizeOnDeletingTestCase(testtools.TestCase):
 
