@@ -480,6 +480,51 @@ class Benchmark(test_orphan_instances._OrphanTestBase):
             lambda: self.notifier.wait_for_versioned_notifications(
                 'instance.delete.end', timeout=TIMEOUT))
 
+    def _op_local_delete(self):
+        """Delete a server whose compute is down: the API deletes it
+        itself. The compute is back for the next run.
+        """
+        server = self._create_server(host='host1', networks='none')
+        compute = self.computes['host1']
+        compute.stop()
+        self.api.put_service(compute.service_ref.uuid,
+                             {'forced_down': 'true'})
+        result = self._measured(
+            lambda: self.api.delete_server(server['id']), lambda: None)
+        self._wait_until_deleted(server)
+        self.assertEqual({}, self._get_allocations_by_server_uuid(
+            server['id']))
+        self.computes['host1'] = self.restart_compute_service(compute)
+        self.api.put_service(compute.service_ref.uuid,
+                             {'forced_down': 'false'})
+        return result
+
+    def _wait_until_deleted(self, server):
+        """The server's record is gone (the delete did its work)."""
+        from nova.tests.functional.api import client as api_client
+        self.assertRaises(api_client.OpenStackApiNotFoundException,
+                          self.api.get_server, server['id'])
+
+    def _op_delete_after_migrations(self, past):
+        """Delete a server cold migrated ``past`` times, each confirmed:
+        real migration rows, made by nova.
+        """
+        server = self._create_server(host='host1', networks='none')
+        for _ in range(past):
+            self._migrate_server(server)
+            self._confirm_resize(server)
+        migrations = [m['uuid'] for m in self.api.get_migrations()
+                      if m['instance_uuid'] == server['id']]
+        self.assertEqual(past, len(migrations))
+        result = self._measured(
+            lambda: self.api.delete_server(server['id']),
+            lambda: self.notifier.wait_for_versioned_notifications(
+                'instance.delete.end', timeout=TIMEOUT))
+        self._wait_until_deleted(server)
+        for uuid in [server['id']] + migrations:
+            self.assertEqual({}, self._get_allocations_by_server_uuid(uuid))
+        return result
+
     def _op_build_delete(self):
         """Delete a server whose build holds a claim but has not reached
         a cell (the conductor is held right after the scheduler's claim).
@@ -553,7 +598,18 @@ class Benchmark(test_orphan_instances._OrphanTestBase):
                   ('live migration', '_op_live_migration'),
                   ('migrate rolled back', '_op_migrate_rollback'),
                   ('delete', '_op_delete'),
-                  ('delete in BUILD', '_op_build_delete'))
+                  ('delete in BUILD', '_op_build_delete'),
+                  ('local delete', '_op_local_delete'),
+                  ('delete after 1 migration',
+                   '_op_delete_after_1_migration'),
+                  ('delete after 8 migrations',
+                   '_op_delete_after_8_migrations'))
+
+    def _op_delete_after_1_migration(self):
+        return self._op_delete_after_migrations(1)
+
+    def _op_delete_after_8_migrations(self):
+        return self._op_delete_after_migrations(8)
 
     def test_operations(self):
         operations = [(name, getattr(self, method))
