@@ -122,7 +122,7 @@ class _DeleteFaultsTestBase(base.NovaFixesTestMixin,
         self.assertIn('The delete can be retried', message)
 
     def assert_retry_deletes(self, server, timeout=RETRY_TIMEOUT):
-        """Once placement is back, a new DELETE removes the server: it is
+        """Once the fault cleared, a new DELETE removes the server: it is
         not stuck in a task state that ignores DELETE.
         """
         if self._server_or_none(server) is None:
@@ -135,8 +135,9 @@ class _DeleteFaultsTestBase(base.NovaFixesTestMixin,
             if current is None:
                 return
             time.sleep(0.1)
+        current = self.admin_api.get_server(server['id'])
         self.fail(base.STUCK + 'the server is still there %s s after a '
-                  'DELETE retried once placement was back: %s, task_state '
+                  'DELETE retried once the fault cleared: %s, task_state '
                   '%s' % (timeout, current['status'],
                           current['OS-EXT-STS:task_state']))
 
@@ -283,3 +284,77 @@ class DeleteActiveServerDuringPlacementOutageTest(_DeleteFaultsTestBase):
         self.assertTrue(failed, 'the delete did not meet the outage')
         self.assert_retry_deletes(server)
         self.assert_server_left_nothing(server)
+
+
+class _ConfirmGetsNoReplyTestBase(_DeleteFaultsTestBase):
+    """The RPC call of the confirm-on-delete gets no reply.
+
+    1. A cold migration finishes: VERIFY_RESIZE.
+    2. The user deletes the server. The API saves task_state 'deleting'
+       and calls the source compute to confirm the resize; no reply comes
+       back and the call times out (MessagingTimeout): the DELETE fails.
+    3. The fault clears; the user deletes the server again: it is taken,
+       and nothing is left of the server.
+    """
+
+    #: Whether the source confirmed before its reply was lost.
+    confirmed = None
+
+    def _confirm_gets_no_reply(self):
+        from nova.compute import rpcapi as compute_rpcapi
+        import oslo_messaging
+        original = compute_rpcapi.ComputeAPI.confirm_resize
+        calls = []
+
+        def confirm_resize(*args, **kwargs):
+            calls.append(kwargs.get('cast'))
+            if len(calls) == 1:
+                if self.confirmed:
+                    original(*args, **kwargs)
+                raise oslo_messaging.MessagingTimeout('No reply on topic '
+                                                      'compute')
+            return original(*args, **kwargs)
+
+        self.stub_out('nova.compute.rpcapi.ComputeAPI.confirm_resize',
+                      confirm_resize)
+        return calls
+
+    def test_retry_the_delete(self):
+        server, source, target = self._create_server()
+        self._migrate_server(server)
+        calls = self._confirm_gets_no_reply()
+        self.api.api_delete('/servers/%s' % server['id'],
+                            check_response_status=[204, 500])
+        self.assertEqual([False], calls, 'the confirm-on-delete was not '
+                         'called once')
+        self.assert_retry_deletes(server)
+        self.assert_server_left_nothing(server)
+        self.assert_no_guest_left(server)
+
+
+class DeleteResizedServerConfirmRequestLostTest(_ConfirmGetsNoReplyTestBase):
+    """Regression test for a delete's faults: the confirm-on-delete's
+    request is lost before the source sees it.
+
+    nova leaves the server in VERIFY_RESIZE with task_state 'deleting'.
+    The user's retry answers 204 and does not delete it: it confirms the
+    resize (the source clears the task state) and then ignores the delete
+    ("already in deleting state"), so only a third DELETE removes the
+    server. With the fix the failed DELETE put the task state back: the
+    retry confirms the resize and deletes the server.
+    """
+
+    confirmed = False
+
+
+class DeleteResizedServerConfirmReplyLostTest(_ConfirmGetsNoReplyTestBase):
+    """No-regression case for a delete's faults: the confirm-on-delete's
+    reply is lost after the source confirmed.
+
+    The source's confirm clears the task state itself (its save expects
+    None or 'deleting'), so the retry is taken on any nova: the server is
+    ACTIVE on the destination and is deleted there.
+    """
+
+    recreates = False
+    confirmed = True
