@@ -202,7 +202,9 @@ class ModuleEdit(object):
         self.skip = NOT_EXPORTED | {t.original_as for t in fix.targets} | {
             t.attribute for t in fix.targets
             if t.new and t.module == nova_module and '.' not in t.attribute}
-        self.helpers = []  # (DropIn, name), in order of first use
+        # (DropIn, name), in order of first use; each target reads its
+        # drop-in module anew, so a helper is known by the module's name.
+        self.helpers = []
         self.classes = []  # the classes of nova's module that are changed
 
     @property
@@ -242,7 +244,8 @@ class ModuleEdit(object):
                 else:
                     self._add_import(binding, name)
             elif (name not in self.skip and
-                  (dropin, name) not in self.helpers and
+                  (dropin.name, name) not in {
+                      (d.name, n) for d, n in self.helpers} and
                   find(dropin.tree.body, name) is not None):
                 self.helpers.append((dropin, name))
 

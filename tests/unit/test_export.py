@@ -186,6 +186,20 @@ class ExportSourceTestCase(testtools.TestCase):
         self.assertIn('return _check(client, 0)', text)
         compile(text, 'fake.py', 'exec')
 
+    def test_helper_two_targets_use_is_added_once(self):
+        with open(self.dropins.path, 'a') as f:
+            f.write('\n\ndef checked(client):\n'
+                    '    """Added to nova.fake (bug 1).\n\n'
+                    '    Check.\n    """\n'
+                    '    return _check(client, 0)\n')
+        text = self._export(
+            registry.Target('nova.fake:Client.move', 'nova_fixes.fake:move',
+                            original_as='_move_anywhere'),
+            registry.Target('nova.fake:checked', 'nova_fixes.fake:checked',
+                            new=True))
+        self.assertEqual(1, text.count('def _check(client, now)'))
+        compile(text, 'fake.py', 'exec')
+
     def test_helper_nova_defines_otherwise_is_refused(self):
         self.files['nova/fake.py'] = NOVA_MODULE.replace(
             'def helper_of_nova():',
