@@ -130,6 +130,17 @@ placement cannot be reached:
   remove the server. API._delete now puts the task state back as it was
   when the delete fails, so the user can retry.
 
+* The compute's reclaim of a soft-deleted server records DELETED and
+  then fails in the resource tracker when placement is down: the server
+  stayed listed as DELETED with its allocations, since the reclaim only
+  looks for SOFT_DELETED servers and only init_host completed such a
+  partial deletion. A new periodic task, _complete_partial_deletions,
+  does what init_host does every instance_delete_interval, for the
+  instances of its host still DELETED once read again under their lock;
+  and _complete_partial_deletion now destroys the record only after the
+  allocations are removed, so a completion that fails leaves the record
+  for the next run.
+
 nova's regression test for the bug asserted the leak under a FIXME, and
 four tests of ConsumerGenerationConflictTest asserted that the
 migration's allocations outlive the deleted server; they now assert
@@ -498,6 +509,16 @@ FIX = registry.Fix(
                         'nova_fixes.nova.compute.manager:_unshelve_instance',
                         original_as='_unshelve_instance_on_host',
                         services=('compute',)),
+        registry.Target('nova.compute.manager:'
+                        'ComputeManager._complete_partial_deletion',
+                        'nova_fixes.nova.compute.manager:'
+                        '_complete_partial_deletion',
+                        services=('compute',)),
+        registry.Target('nova.compute.manager:'
+                        'ComputeManager._complete_partial_deletions',
+                        'nova_fixes.nova.compute.manager:'
+                        'complete_partial_deletions_periodic_task',
+                        new=True, periodic=True, services=('compute',)),
         registry.Target('nova.compute.utils:migrations_of_instance',
                         'nova_fixes.nova.compute.utils:'
                         'migrations_of_instance', new=True),
@@ -546,6 +567,7 @@ FIX = registry.Fix(
            'bug-1848343-delete-during-move-ba69de04f8550a14.yaml',
            'bug-1848343-writes-after-delete-81133b470adc2a06.yaml',
            'bug-1848343-delete-placement-outage-9e2289d1b0983fd1.yaml',
+           'bug-1848343-complete-partial-deletions-5b0f3c9e71d2a846.yaml',
            'bug-1848343-conductor-claim-after-delete-3f0b7c21d4e95a68.yaml',
            'bug-1848343-delete-while-confirming-6d2a9e18c4b07f35.yaml',
            'bug-1848343-cross-cell-delete-0c5b7e93a1d24f68.yaml'),

@@ -41,6 +41,7 @@ allocations were gone:
 import time
 
 from nova.compute import manager as compute_manager
+from nova import context as nova_context
 from nova.tests.functional.api import client as api_client
 from nova.tests.functional import integrated_helpers
 
@@ -358,3 +359,49 @@ class DeleteResizedServerConfirmReplyLostTest(_ConfirmGetsNoReplyTestBase):
 
     recreates = False
     confirmed = True
+
+
+class ReclaimDuringPlacementOutageTest(_DeleteFaultsTestBase):
+    """Regression test for a delete's placement faults: soft delete's
+    reclaim.
+
+    1. With [DEFAULT]reclaim_instance_interval set, the user deletes a
+       server: it is SOFT_DELETED, its guest and allocations kept.
+    2. Placement becomes unreachable as the compute's periodic task
+       reclaims it: the delete records vm_state DELETED, then fails in the
+       resource tracker's update before it removes the allocations and
+       destroys the record; the periodic task logs it.
+    3. Placement is back and the compute's periodic tasks run again. The
+       reclaim only looks for SOFT_DELETED servers, and only init_host (a
+       restart of the compute) completes a delete left DELETED: on nova
+       the server stays listed as DELETED with its allocations, and no
+       request of the user's is due (they deleted it already). With the
+       fix a periodic task completes such partial deletions: nothing is
+       left of the server.
+    """
+
+    def _run_periodic_tasks(self, host):
+        """Every periodic task of the compute, once (time has passed)."""
+        manager = self.computes[host].manager
+        ctxt = nova_context.get_admin_context()
+        for name, task in manager._periodic_tasks:
+            task(manager, ctxt)
+
+    def test_reclaim_completes(self):
+        self.flags(reclaim_instance_interval=1)
+        server, source, target = self._create_server()
+        self.api.delete_server(server['id'])
+        self._wait_for_state_change(server, 'SOFT_DELETED')
+        self.stub_out('nova.compute.manager.ComputeManager.'
+                      '_deleted_old_enough', lambda *args, **kwargs: True)
+        manager = self.computes[source].manager
+        failed, down = self.placement_down()
+        manager._reclaim_queued_deletes(nova_context.get_admin_context())
+        down.clear()
+        self.assertTrue(failed, 'the reclaim did not meet the outage')
+
+        self._run_periodic_tasks(source)
+        self.assertIsNone(self._server_or_none(server), base.STUCK +
+                          'the server is still listed once the periodic '
+                          'tasks ran again')
+        self.assert_server_left_nothing(server)

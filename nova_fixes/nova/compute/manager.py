@@ -20,9 +20,11 @@ from oslo_utils import excutils
 
 from nova.compute import power_state
 from nova.compute import utils as compute_utils
+from nova.compute import vm_states
 import nova.conf
 from nova import exception
 from nova import objects
+from nova.objects import fields
 from nova import utils
 
 from nova_fixes.nova import conf as fixes_conf
@@ -119,6 +121,89 @@ def _complete_deletion(self, context, instance):
     self._complete_deletion_of_instance(context, instance)
     compute_utils.delete_allocations_of_migrations(
         context, self.reportclient, instance.uuid)
+
+
+def _complete_partial_deletion(self, context, instance):
+    """Replaces ComputeManager._complete_partial_deletion (bug 1848343).
+
+    Complete deletion for instances in DELETED status but not marked as
+    deleted in the DB
+
+    A delete records vm_state DELETED, removes the instance's allocations
+    and only then destroys the record, so that a delete that fails in
+    between (placement unreachable) is completed later. nova's original
+    destroyed the record first: when removing the allocations then
+    failed, they were left with no record naming them. The record is now
+    destroyed once the rest is done.
+    """
+    self._complete_deletion(context, instance)
+    instance.destroy()
+    bdms = objects.BlockDeviceMappingList.get_by_instance_uuid(
+            context, instance.uuid)
+    self._notify_about_instance_usage(context, instance, "delete.end")
+    compute_utils.notify_about_instance_action(context, instance,
+            self.host, action=fields.NotificationAction.DELETE,
+            phase=fields.NotificationPhase.END, bdms=bdms)
+
+
+def _complete_partial_deletions(self, context):
+    """Added to nova.compute.manager.ComputeManager (bug 1848343).
+
+    Complete the deletes of this host's instances left DELETED.
+
+    A delete that fails once it recorded vm_state DELETED (the resource
+    tracker's update or the delete of the allocations failed: placement
+    was unreachable) leaves the record, with its allocations, for a
+    retry. A user's delete gets an ERROR server back and can retry, but
+    nothing retried the reclaim of a soft-deleted server (the reclaim
+    only looks for SOFT_DELETED ones), nor a delete whose compute did not
+    restart (init_host completes such deletes): the server stayed listed
+    as DELETED, its allocations held, until an operator restarted the
+    compute. This does what init_host does, every
+    [DEFAULT]instance_delete_interval seconds: each instance is read again
+    under its lock (a delete in progress holds it) and completed only if
+    it is still DELETED, on this host, with no task.
+    """
+    filters = {'vm_state': vm_states.DELETED, 'task_state': None,
+               'host': self.host}
+    try:
+        instances = objects.InstanceList.get_by_filters(
+            context, filters, expected_attrs=[], use_slave=True)
+    except Exception:
+        LOG.exception('Unable to list the instances left DELETED on this '
+                      'host; their deletes are completed at a later run.')
+        return
+    for listed in instances:
+        try:
+            utils.synchronized(listed.uuid)(_complete_if_still_deleted)(
+                self, context, listed.uuid)
+        except Exception:
+            LOG.exception('Failed to complete a deletion; it is retried '
+                          'at the next run.', instance=listed)
+
+
+def _complete_if_still_deleted(manager, context, instance_uuid):
+    """Complete the delete of an instance left DELETED on this host, if it
+    still is: read again under its lock.
+    """
+    try:
+        instance = objects.Instance.get_by_uuid(
+            context, instance_uuid, expected_attrs=['system_metadata'])
+    except exception.InstanceNotFound:
+        return
+    if (instance.vm_state != vm_states.DELETED or
+            instance.task_state is not None or
+            instance.host != manager.host):
+        return
+    LOG.info('Completing the delete of an instance left DELETED.',
+             instance=instance)
+    manager._complete_partial_deletion(context, instance)
+
+
+def complete_partial_deletions_periodic_task():
+    """The periodic task as registered on ComputeManager at activation."""
+    return periodic_task.periodic_task(
+        spacing=CONF.instance_delete_interval)(_complete_partial_deletions)
 
 
 def _confirm_resize(self, context, instance, migration=None):

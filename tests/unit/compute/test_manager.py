@@ -13,6 +13,7 @@
 from unittest import mock
 
 from nova import exception
+from nova import objects
 import testtools
 
 from nova_fixes import fixture
@@ -198,3 +199,107 @@ class UnshelveInstanceTestCase(testtools.TestCase):
         self.original.side_effect = ValueError
         self.assertRaises(ValueError, self._unshelve)
         check.assert_not_called()
+
+
+class CompletePartialDeletionTestCase(testtools.TestCase):
+
+    def setUp(self):
+        super(CompletePartialDeletionTestCase, self).setUp()
+        objects.register_all()
+        self.manager = mock.Mock()
+        self.instance = mock.Mock(uuid='uuid')
+        patcher = mock.patch('nova.objects.BlockDeviceMappingList.'
+                             'get_by_instance_uuid')
+        self.bdms = patcher.start()
+        self.addCleanup(patcher.stop)
+        patcher = mock.patch.object(manager.compute_utils,
+                                    'notify_about_instance_action')
+        self.notify = patcher.start()
+        self.addCleanup(patcher.stop)
+
+    def test_record_destroyed_after_the_allocations(self):
+        order = mock.Mock()
+        order.attach_mock(self.manager._complete_deletion, 'complete')
+        order.attach_mock(self.instance.destroy, 'destroy')
+        manager._complete_partial_deletion(self.manager, mock.sentinel.ctxt,
+                                           self.instance)
+        self.assertEqual([mock.call.complete(mock.sentinel.ctxt,
+                                             self.instance),
+                          mock.call.destroy()], order.mock_calls)
+        self.notify.assert_called_once()
+
+    def test_failure_keeps_the_record(self):
+        self.manager._complete_deletion.side_effect = ValueError('placement')
+        self.assertRaises(ValueError, manager._complete_partial_deletion,
+                          self.manager, mock.sentinel.ctxt, self.instance)
+        self.instance.destroy.assert_not_called()
+        self.notify.assert_not_called()
+
+
+@mock.patch('nova.objects.Instance.get_by_uuid')
+@mock.patch('nova.objects.InstanceList.get_by_filters')
+class CompletePartialDeletionsTestCase(testtools.TestCase):
+
+    def setUp(self):
+        super(CompletePartialDeletionsTestCase, self).setUp()
+        self.manager = mock.Mock(host='host1')
+        patcher = mock.patch.object(manager, 'LOG')
+        self.log = patcher.start()
+        self.addCleanup(patcher.stop)
+
+    def _instance(self, uuid, **kwargs):
+        attrs = dict(uuid=uuid, vm_state='deleted', task_state=None,
+                     host='host1')
+        attrs.update(kwargs)
+        return mock.Mock(**attrs)
+
+    def _run(self):
+        manager._complete_partial_deletions(self.manager, mock.sentinel.ctxt)
+
+    def test_only_what_is_still_deleted_here_is_completed(self, listed, get):
+        listed.return_value = [mock.Mock(uuid=u) for u in 'abcde']
+        current = {
+            'a': self._instance('a'),
+            'b': exception.InstanceNotFound(instance_id='b'),
+            'c': self._instance('c', vm_state='active'),
+            'd': self._instance('d', task_state='deleting'),
+            'e': self._instance('e', host='host2'),
+        }
+
+        def read(ctxt, uuid, expected_attrs):
+            if isinstance(current[uuid], Exception):
+                raise current[uuid]
+            return current[uuid]
+
+        get.side_effect = read
+        self._run()
+        listed.assert_called_once_with(
+            mock.sentinel.ctxt, {'vm_state': 'deleted', 'task_state': None,
+                                 'host': 'host1'},
+            expected_attrs=[], use_slave=True)
+        self.assertEqual(5, get.call_count)
+        self.manager._complete_partial_deletion.assert_called_once_with(
+            mock.sentinel.ctxt, current['a'])
+
+    def test_a_failure_is_logged_and_the_rest_completed(self, listed, get):
+        listed.return_value = [mock.Mock(uuid='a'), mock.Mock(uuid='b')]
+        get.side_effect = lambda ctxt, uuid, expected_attrs: self._instance(
+            uuid)
+        self.manager._complete_partial_deletion.side_effect = [
+            ValueError('placement'), None]
+        self._run()
+        self.assertEqual(2,
+                         self.manager._complete_partial_deletion.call_count)
+        self.log.exception.assert_called_once()
+
+    def test_listing_failure_is_logged(self, listed, get):
+        listed.side_effect = ValueError('database')
+        self._run()
+        self.log.exception.assert_called_once()
+        get.assert_not_called()
+
+    def test_registered_with_nova_spacing(self, listed, get):
+        task = manager.complete_partial_deletions_periodic_task()
+        self.assertTrue(task._periodic_task)
+        self.assertEqual(manager.CONF.instance_delete_interval,
+                         task._periodic_spacing)
