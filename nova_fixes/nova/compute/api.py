@@ -153,15 +153,26 @@ def _local_delete(self, context, instance, bdms, delete_type, cb):
     (an evacuation or a revert whose compute went down), which nothing
     else removes: see delete_allocations_of_migrations.
 
-    Here every one of those allocations is deleted first, while the
-    record still names them (its task_state is already DELETING, so a
-    step of a move that writes allocations later sees the delete, see
-    delete_allocations_if_deleted). If placement cannot be reached or
+    Here, for an instance on a host, every one of those allocations is
+    deleted first, while the record still names them (its task_state is
+    already DELETING, so a step of a move that writes allocations later
+    sees the delete, see delete_allocations_if_deleted). An instance on
+    no host (shelved offloaded, or buried in cell0) holds none: nova's
+    delete goes on as before. If placement cannot be reached or
     fails, PlacementUnavailableForDelete is raised before anything else
     is done: API._delete puts the server back as it was and the user gets
     a 503 and can retry. An API that dies after the record is destroyed
     leaves nothing either.
     """
+    if not instance.host:
+        # Shelved offloaded, or never scheduled (in ERROR in cell0): it
+        # holds no allocation of its own, and nova's delete goes on as it
+        # did (one that was moved has its migrations' removed after).
+        self._local_delete_instance(context, instance, bdms, delete_type,
+                                    cb)
+        compute_utils.delete_allocations_of_migrations(
+            context, self.placementclient, instance.uuid)
+        return
     _delete_allocations_or_refuse(self.placementclient, context, instance)
     for migration in compute_utils.migrations_of_instance(context,
                                                           instance.uuid):

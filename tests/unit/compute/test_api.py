@@ -167,6 +167,21 @@ class LocalDeleteTestCase(testtools.TestCase):
                              mock.sentinel.bdms, 'delete', mock.sentinel.cb)],
             order.mock_calls)
 
+    @mock.patch('nova.compute.utils.delete_allocations_of_migrations',
+                create=True)
+    def test_instance_on_no_host_is_nova_delete(self, sweep, migrations):
+        # Shelved offloaded, or buried in cell0: no allocation to refuse on.
+        self.instance.host = None
+        self.delete.return_value = None
+        self._local_delete()
+        self.compute_api._local_delete_instance.assert_called_once_with(
+            mock.sentinel.ctxt, self.instance, mock.sentinel.bdms, 'delete',
+            mock.sentinel.cb)
+        sweep.assert_called_once_with(mock.sentinel.ctxt,
+                                      self.compute_api.placementclient, UUID)
+        self.delete.assert_not_called()
+        migrations.assert_not_called()
+
     def test_unreachable_placement_refuses_before_anything(self, migrations):
         for unreachable in ('instance', 'migration'):
             self.delete.reset_mock()
