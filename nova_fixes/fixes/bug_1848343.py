@@ -397,6 +397,48 @@ def local_delete_tests_mock_placement(files):
     return edits.edit_python(files, path, edit)
 
 
+#: nova unit tests that run the source's _confirm_resize with no database:
+#: it now reads the migration again under the server's lock (a confirm
+#: that another completed meanwhile returns), so they get the migration
+#: as it is when a confirm proceeds. The first two are in every series,
+#: the others where nova has shares.
+CONFIRM_RESIZE_TESTS = (
+    'test_confirm_resize_calls_virt_driver_with_old_pci',
+    'test_confirm_resize_driver_confirm_migration_fails',
+    'test__confirm_resize_same_host_skips_share_cleanup',
+    'test__confirm_resize_share_cleanup_failure',
+    'test__confirm_resize_with_shares',
+)
+
+
+def confirm_resize_tests_read_migration(files):
+    """Give nova's unit tests of the source's confirm the migration it
+    reads again.
+    """
+    path = 'nova/tests/unit/compute/test_compute_mgr.py'
+
+    def edit(text):
+        lines = text.splitlines(True)
+        tree = ast.parse(text)
+        funcs = [edits.function(tree, name) for name in CONFIRM_RESIZE_TESTS]
+        if None in funcs[:2]:
+            raise errors.ExportError('%s: no test %s' % (
+                path, CONFIRM_RESIZE_TESTS[funcs.index(None)]))
+        for func in sorted((f for f in funcs if f is not None),
+                           key=lambda f: -f.lineno):
+            indent = ' ' * func.col_offset
+            at = (func.decorator_list[0].lineno if func.decorator_list
+                  else func.lineno)
+            lines.insert(at - 1, (
+                "%s@mock.patch('nova.objects.Migration.get_by_id',\n"
+                "%s            new=mock.Mock(return_value=mock.Mock(\n"
+                "%s                status='confirming')))\n"
+                % ((indent,) * 3)))
+        return ''.join(lines)
+
+    return edits.edit_python(files, path, edit)
+
+
 FIX = registry.Fix(
     bug=1848343,
     title='Reverting migration-based allocations leaks allocations if '
@@ -578,6 +620,7 @@ FIX = registry.Fix(
         trailers=('Closes-Bug: #1848343',),
         test_edits=(flip_1848343_fixme, consumer_conflict_leaks,
                     revert_allocation_assertions, confirm_rollback_failure,
-                    local_delete_tests_mock_placement),
+                    local_delete_tests_mock_placement,
+                    confirm_resize_tests_read_migration),
     ),
 )
