@@ -505,14 +505,26 @@ class Benchmark(test_orphan_instances._OrphanTestBase):
         self.assertRaises(api_client.OpenStackApiNotFoundException,
                           self.api.get_server, server['id'])
 
-    def _op_delete_after_migrations(self, past):
-        """Delete a server cold migrated ``past`` times, each confirmed:
-        real migration rows, made by nova.
+    def _op_delete_after_migrations(self, past, made=None):
+        """Delete a server with ``past`` migrations: real migration rows.
+        With ``made``, nova makes that many (cold migrations, each
+        confirmed, and as many live migrations, alternately) and the rest
+        are copies of its rows (with their own UUIDs), as a server's
+        history is; else nova makes them all (cold migrations).
         """
         server = self._create_server(host='host1', networks='none')
-        for _ in range(past):
-            self._migrate_server(server)
-            self._confirm_resize(server)
+        made = past if made is None else made
+        for i in range(made):
+            if made < past and i % 2:
+                host = self.api.get_server(server['id'])[
+                    'OS-EXT-SRV-ATTR:host']
+                self._live_migrate(
+                    server, host='host2' if host == 'host1' else 'host1')
+            else:
+                self._migrate_server(server)
+                self._confirm_resize(server)
+        if made < past:
+            self._copy_migrations(server, past - made)
         migrations = [m['uuid'] for m in self.api.get_migrations()
                       if m['instance_uuid'] == server['id']]
         self.assertEqual(past, len(migrations))
@@ -524,6 +536,24 @@ class Benchmark(test_orphan_instances._OrphanTestBase):
         for uuid in [server['id']] + migrations:
             self.assertEqual({}, self._get_allocations_by_server_uuid(uuid))
         return result
+
+    def _copy_migrations(self, server, count):
+        """``count`` more migration rows of the server, copies of those
+        nova made, in turn.
+        """
+        with self._cell_context() as cctxt:
+            with db_api.get_context_manager(cctxt).writer.using(cctxt):
+                table = models.Migration.__table__
+                rows = [dict(row._mapping) for row in cctxt.session.execute(
+                    sa.select(table).where(
+                        table.c.instance_uuid == server['id']))]
+                copies = []
+                for i in range(count):
+                    row = dict(rows[i % len(rows)],
+                               uuid=uuidutils.generate_uuid())
+                    row.pop('id')
+                    copies.append(row)
+                cctxt.session.execute(sa.insert(table), copies)
 
     def _op_build_delete(self):
         """Delete a server whose build holds a claim but has not reached
@@ -603,13 +633,18 @@ class Benchmark(test_orphan_instances._OrphanTestBase):
                   ('delete after 1 migration',
                    '_op_delete_after_1_migration'),
                   ('delete after 8 migrations',
-                   '_op_delete_after_8_migrations'))
+                   '_op_delete_after_8_migrations'),
+                  ('delete after 50 migrations',
+                   '_op_delete_after_50_migrations'))
 
     def _op_delete_after_1_migration(self):
         return self._op_delete_after_migrations(1)
 
     def _op_delete_after_8_migrations(self):
         return self._op_delete_after_migrations(8)
+
+    def _op_delete_after_50_migrations(self):
+        return self._op_delete_after_migrations(50, made=4)
 
     def test_operations(self):
         operations = [(name, getattr(self, method))

@@ -50,13 +50,20 @@ server is deleted, no allocation is left for its instance consumer or
 for any of its migrations.
 
 * Every delete path (the compute's _complete_deletion, the API's
-  _local_delete) now also removes the allocations of every migration
-  of the server, whatever its status: a revert not finished yet
+  _local_delete) now also removes the allocations of the migrations of
+  the server that may still hold some: a revert not finished yet
   (finish_revert_resize fails on the deleted instance before it moves
   anything back) or a live migration completing
   (post_live_migration_at_destination fails before the source's
   allocations are removed) left the migration consumer on the source
-  node, which the resource tracker never heals.
+  node, which the resource tracker never heals. A migration that ended
+  having released its allocations (confirmed, completed, done) is not
+  read, so that a delete costs the same whatever the server's history;
+  when the source cannot delete them after a confirmed resize or a
+  completed live migration (placement unreachable, which the report
+  client only logs, or a failure), _delete_allocation_after_move
+  records the migration 'error', and the delete of the server removes
+  them.
 
 * Every step that writes allocations for a server during a move checks
   afterwards, never before, whether the instance is deleted or being
@@ -561,6 +568,11 @@ FIX = registry.Fix(
                         'nova_fixes.nova.compute.manager:'
                         'complete_partial_deletions_periodic_task',
                         new=True, periodic=True, services=('compute',)),
+        registry.Target('nova.compute.manager:'
+                        'ComputeManager._delete_allocation_after_move',
+                        'nova_fixes.nova.compute.manager:'
+                        '_delete_allocation_after_move',
+                        services=('compute',)),
         registry.Target('nova.compute.utils:migrations_of_instance',
                         'nova_fixes.nova.compute.utils:'
                         'migrations_of_instance', new=True),

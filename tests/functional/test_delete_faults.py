@@ -38,6 +38,7 @@ allocations were gone:
    leaves nothing.
 """
 
+import threading
 import time
 
 from nova.compute import manager as compute_manager
@@ -405,3 +406,92 @@ class ReclaimDuringPlacementOutageTest(_DeleteFaultsTestBase):
                           'the server is still listed once the periodic '
                           'tasks ran again')
         self.assert_server_left_nothing(server)
+
+
+class _ReleaseFailsThenDeleteMixin(object):
+    """A move ends while placement cannot be reached, then the server is
+    deleted.
+
+    1. A move ends as it should, and the source compute records the
+       migration 'confirmed' (a cold migration's confirm) or 'completed'
+       (a live migration), then deletes the allocations the migration
+       consumer holds on the source node: placement is unreachable right
+       then, and the report client only logs it.
+    2. Placement is back; the user deletes the server.
+
+    On nova the migration consumer keeps the source node's allocations:
+    the delete removes those of the server only, and nothing names them
+    once the rows are archived. The fixes' delete skips a migration that
+    ended as it should, whatever the server's history, so that its cost
+    does not grow with it: the source records the migration 'error' when
+    it could not delete those allocations, and the delete removes them.
+    """
+
+    def _release_fails(self):
+        """Placement is unreachable while the source deletes the
+        migration's allocations, and only then.
+        """
+        failed, down = self.placement_down()
+        down.clear()
+        released = threading.Event()
+        self.addCleanup(released.set)
+        owner = compute_manager.ComputeManager
+        original = owner._delete_allocation_after_move
+
+        def release(manager, *args, **kwargs):
+            down.set()
+            try:
+                return original(manager, *args, **kwargs)
+            finally:
+                down.clear()
+                released.set()
+
+        self.stub_out('nova.compute.manager.ComputeManager.'
+                      '_delete_allocation_after_move', release)
+        return failed, released
+
+    #: nova's fake driver never removes the source's guest of a live
+    #: migration (a real hypervisor moves it): only the target's is
+    #: checked then.
+    source_guest_stays = False
+
+    def _move(self, server, target):
+        raise NotImplementedError()
+
+    def test_delete_after_the_move(self):
+        server, source, target = self._create_server()
+        failed, released = self._release_fails()
+        self._move(server, target)
+        self.wait_for(released, 'the source\'s release of the migration\'s '
+                      'allocations', TIMEOUT)
+        self.assertTrue(failed, 'the move did not meet the outage')
+        server = self._wait_for_state_change(server, 'ACTIVE')
+        self.assertEqual(target, server['OS-EXT-SRV-ATTR:host'])
+
+        self.delete_server_and_wait(server)
+        self.assert_server_left_nothing(server)
+        if self.source_guest_stays:
+            guests = self.computes[target].driver.list_instance_uuids()
+            self.assertNotIn(server['id'], guests,
+                             base.LEAK + 'the guest is left on %s' % target)
+        else:
+            self.assert_no_guest_left(server)
+
+
+class ConfirmDuringPlacementOutageThenDeleteTest(
+        _ReleaseFailsThenDeleteMixin, _DeleteFaultsTestBase):
+    __doc__ = _ReleaseFailsThenDeleteMixin.__doc__
+
+    def _move(self, server, target):
+        self._migrate_server(server)
+        self._confirm_resize(server)
+
+
+class LiveMigrationDuringPlacementOutageThenDeleteTest(
+        _ReleaseFailsThenDeleteMixin, _DeleteFaultsTestBase):
+    __doc__ = _ReleaseFailsThenDeleteMixin.__doc__
+    source_guest_stays = True
+
+    def _move(self, server, target):
+        self.api.post_server_action(server['id'], {
+            'os-migrateLive': {'host': target, 'block_migration': 'auto'}})

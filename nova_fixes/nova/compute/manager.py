@@ -101,6 +101,56 @@ def _revert_allocation(self, context, instance, migration):
     return orig_alloc
 
 
+def _delete_allocation_after_move(self, context, instance, migration):
+    """Replaces ComputeManager._delete_allocation_after_move (bug 1848343).
+
+    Deletes resource allocations held by the migration record against
+    the source compute node resource provider after a confirmed cold /
+    successful live migration.
+
+    The callers record the migration 'confirmed' or 'completed' before
+    this runs, and a delete of the server skips a migration in those
+    statuses (see compute_utils.migrations_of_instance). So when the
+    allocations could not be deleted (placement unreachable, which the
+    report client only logs, or a failure it raises) the migration is
+    recorded 'error': the delete of the server then removes them.
+    """
+    try:
+        # NOTE(danms): We're finishing on the source node, so try
+        # to delete the allocation based on the migration uuid
+        deleted = self.reportclient.delete_allocation_for_instance(
+            context, migration.uuid, consumer_type='migration',
+            force=False)
+    except exception.AllocationDeleteFailed:
+        LOG.error('Deleting allocation in placement for migration '
+                  '%(migration_uuid)s failed. The instance '
+                  '%(instance_uuid)s will be put to ERROR state '
+                  'but the allocation held by the migration is '
+                  'leaked.',
+                  {'instance_uuid': instance.uuid,
+                   'migration_uuid': migration.uuid})
+        _record_allocations_left(migration)
+        raise
+    if deleted is None:
+        # The report client could not reach placement.
+        LOG.error('Unable to delete the allocations of migration %s in '
+                  'placement; they are deleted with the server.',
+                  migration.uuid, instance=instance)
+        _record_allocations_left(migration)
+
+
+def _record_allocations_left(migration):
+    """Record a migration whose allocations are left 'error', so that the
+    delete of its server removes them.
+    """
+    try:
+        migration.status = 'error'
+        migration.save()
+    except Exception:
+        LOG.exception('Unable to record migration %s as failed; its '
+                      'allocations are left in placement.', migration.uuid)
+
+
 def _complete_deletion(self, context, instance):
     """Replaces ComputeManager._complete_deletion (bug 1848343).
 
@@ -114,9 +164,9 @@ def _complete_deletion(self, context, instance):
     deleted instance. The instance is recorded DELETED by now, and its
     record (its migration rows with it) is destroyed only once this
     returns, so a compute that dies before completes the delete when it
-    starts again (init_host): the migrations' allocations are removed
-    here, whatever the status of the migrations (see
-    delete_allocations_of_migrations).
+    starts again (init_host): the allocations of the migrations that may
+    still hold some are removed here (see
+    compute_utils.delete_allocations_of_migrations).
     """
     self._complete_deletion_of_instance(context, instance)
     compute_utils.delete_allocations_of_migrations(

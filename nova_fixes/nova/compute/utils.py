@@ -22,6 +22,26 @@ from nova import utils
 
 LOG = log.getLogger(__name__)
 
+# NOTE(bug 1848343): the statuses of a migration that ended having
+# released what its consumer held in placement: a confirmed resize or
+# cold migration and a completed live migration (the source's allocations
+# are deleted, ComputeManager._delete_allocation_after_move, which records
+# the migration 'error' when that fails), and an evacuation (done, then
+# completed once the source cleaned up: it never uses the migration
+# consumer).
+MIGRATION_STATUSES_RELEASED = ('confirmed', 'completed', 'done')
+# Every other status nova gives a migration: it may hold allocations. A
+# move in progress ('accepted' to 'post-migrating', 'finished',
+# 'confirming', 'reverting'), one that failed ('error', 'failed': its
+# rollback may have failed), and a revert or an abort that ended
+# ('reverted', 'cancelled': the status is set after _revert_allocation,
+# which cannot record that placement was unreachable). The database API
+# filters with IN only, hence a list of its own.
+MIGRATION_STATUSES_HOLDING = (
+    'accepted', 'queued', 'pre-migrating', 'preparing', 'migrating',
+    'running', 'post-migrating', 'finished', 'confirming', 'reverting',
+    'reverted', 'cancelled', 'error', 'failed')
+
 
 def is_instance_deleted(context, instance_uuid):
     """Added to nova.compute.utils (bug 1848343).
@@ -71,9 +91,10 @@ def delete_allocations_of_migrations(context, reportclient, instance_uuid):
     resource tracker never heals migration consumers and the migration
     rows are deleted with their instance, so nothing else ever removes
     them. Called by every delete path once the instance is recorded
-    deleted, whatever the status of its migrations: a step that writes
-    allocations for a migration later on checks afterwards whether the
-    instance is deleted (see delete_allocations_if_deleted).
+    deleted, for the migrations that may still hold allocations (see
+    migrations_of_instance): a step that writes allocations for a
+    migration later on checks afterwards whether the instance is deleted
+    (see delete_allocations_if_deleted).
 
     Failures are logged: the delete of the server goes on.
 
@@ -96,7 +117,20 @@ def delete_allocations_of_migrations(context, reportclient, instance_uuid):
 def migrations_of_instance(context, instance_uuid):
     """Added to nova.compute.utils (bug 1848343).
 
-    The migrations of an instance whose consumers a delete removes.
+    The migrations of an instance whose consumers a delete removes: those
+    that may still hold allocations.
+
+    A migration that ended as it should (MIGRATION_STATUSES_RELEASED)
+    released what its consumer held when it got that status, and is left
+    out, so that a delete costs the same whatever the server's history:
+    a server live migrated at every host maintenance has dozens of them.
+    Where that release fails, the migration is recorded 'error'
+    (ComputeManager._delete_allocation_after_move), and is read here.
+    Every other status is read: a move in progress, a failed one (its
+    rollback may have failed), a revert or an abort (their callers set
+    the status after _revert_allocation, whatever it did). The query
+    filters on the status, so the rows of the released migrations are not
+    read either.
 
     Deleted rows are included: the compute's delete reads them once the
     instance, and its migrations with it, are deleted.
@@ -107,7 +141,8 @@ def migrations_of_instance(context, instance_uuid):
     """
     with utils.temporary_mutation(context, read_deleted='yes'):
         return objects.MigrationList.get_by_filters(
-            context, {'instance_uuid': instance_uuid})
+            context, {'instance_uuid': instance_uuid,
+                      'status': list(MIGRATION_STATUSES_HOLDING)})
 
 
 def delete_allocations_if_deleted(context, reportclient, instance_uuid,

@@ -100,6 +100,63 @@ class RevertAllocationTestCase(testtools.TestCase):
         self.assertRaises(exception.AllocationMoveFailed, self._revert)
 
 
+class DeleteAllocationAfterMoveTestCase(testtools.TestCase):
+
+    def setUp(self):
+        super(DeleteAllocationAfterMoveTestCase, self).setUp()
+        self.compute = mock.Mock()
+        self.delete = self.compute.reportclient.delete_allocation_for_instance
+        self.migration = mock.Mock(uuid='migration-uuid', status='confirmed')
+        self.instance = mock.Mock(uuid='instance-uuid')
+
+    def _delete(self):
+        return manager._delete_allocation_after_move(
+            self.compute, mock.sentinel.ctxt, self.instance, self.migration)
+
+    def test_deleted(self):
+        self.delete.return_value = True
+        self._delete()
+        self.delete.assert_called_once_with(
+            mock.sentinel.ctxt, 'migration-uuid', consumer_type='migration',
+            force=False)
+        self.assertEqual('confirmed', self.migration.status)
+        self.migration.save.assert_not_called()
+
+    def test_nothing_held(self):
+        self.delete.return_value = False
+        self._delete()
+        self.assertEqual('confirmed', self.migration.status)
+        self.migration.save.assert_not_called()
+
+    def test_placement_unreachable_records_error(self):
+        # safe_connect returns None when placement cannot be reached.
+        self.delete.return_value = None
+        with mock.patch.object(manager, 'LOG') as log:
+            self._delete()
+        self.assertEqual('error', self.migration.status)
+        self.migration.save.assert_called_once_with()
+        log.error.assert_called_once()
+
+    def test_failure_records_error_and_raises(self):
+        self.delete.side_effect = exception.AllocationDeleteFailed(
+            consumer_uuid='migration-uuid', error='500')
+        self.assertRaises(exception.AllocationDeleteFailed, self._delete)
+        self.assertEqual('error', self.migration.status)
+        self.migration.save.assert_called_once_with()
+
+    def test_failing_record_is_logged(self):
+        self.delete.return_value = None
+        self.migration.save.side_effect = exception.DBNotAllowed(binary='x')
+        with mock.patch.object(manager, 'LOG') as log:
+            self._delete()
+        log.exception.assert_called_once()
+        # The save's error does not hide the delete's own.
+        self.delete.return_value = mock.DEFAULT
+        self.delete.side_effect = exception.AllocationDeleteFailed(
+            consumer_uuid='migration-uuid', error='500')
+        self.assertRaises(exception.AllocationDeleteFailed, self._delete)
+
+
 @mock.patch('nova.compute.utils.delete_allocations_of_migrations',
             create=True)
 class CompleteDeletionTestCase(testtools.TestCase):
