@@ -148,6 +148,20 @@ placement cannot be reached:
   allocations are removed, so a completion that fails leaves the record
   for the next run.
 
+* The compute's delete (_complete_deletion, which its callers run
+  before they destroy the record, "therefore allocation is successfully
+  deleted in placement") removed the allocations through the report
+  client, which only logs a placement it cannot reach: the record was
+  destroyed with the allocations left. A compute restarting during an
+  outage completes its deletes left DELETED in init_host before its
+  resource tracker calls placement at all, so the delete of the
+  allocations is the first call to fail. The allocations of the server
+  and of its migrations are now deleted first, and a failure is raised
+  (AllocationDeleteFailed) with the record kept: the user's delete gets
+  an ERROR server it can delete again, and a delete left DELETED is
+  completed by the periodic task once placement answers. nova's own
+  delete then finds nothing left (one more request).
+
 nova's regression test for the bug asserted the leak under a FIXME, and
 four tests of ConsumerGenerationConflictTest asserted that the
 migration's allocations outlive the deleted server; they now assert
@@ -446,6 +460,94 @@ def confirm_resize_tests_read_migration(files):
     return edits.edit_python(files, path, edit)
 
 
+def compute_delete_tests_placement_answers(files):
+    """Give nova's unit tests of the compute's delete a placement that
+    answers.
+
+    The compute's delete now fails, the record kept, when it cannot
+    delete the allocations (the report client returns None when it has
+    no placement, as in these tests): test_compute.py's tests get a
+    report client whose delete answers, test_init_instance_complete_
+    partial_deletion too, and test__complete_deletion (2025.1 on)
+    expects the delete made first as well as nova's own. Those two have
+    no database: the server gets no migration.
+    """
+    mgr = 'nova/tests/unit/compute/test_compute_mgr.py'
+    compute = 'nova/tests/unit/compute/test_compute.py'
+    answers = ("@mock.patch('nova.scheduler.client.report."
+               "SchedulerReportClient.'\n"
+               "%s            'delete_allocation_for_instance',\n"
+               "%s            new=mock.Mock(return_value=True))\n")
+    # These tests have no database: the server has no migration.
+    no_migrations = ("@mock.patch('nova.objects.MigrationList."
+                     "get_by_filters',\n"
+                     "%s            new=mock.Mock(return_value=[]))\n")
+
+    def edit_mgr(text):
+        lines = text.splitlines(True)
+        tree = ast.parse(text)
+        partial = edits.function(
+            tree, 'test_init_instance_complete_partial_deletion')
+        if partial is None:
+            raise errors.ExportError('%s: no test_init_instance_complete_'
+                                     'partial_deletion' % mgr)
+        complete = edits.function(tree, 'test__complete_deletion')
+        # Edited from the end, so that the line numbers stay right.
+        indent = ' ' * partial.col_offset
+        at = (partial.decorator_list[0].lineno if partial.decorator_list
+              else partial.lineno)
+        changes = [(at - 1, at - 1, indent + answers % (indent, indent) +
+                    indent + no_migrations % indent)]
+        if complete is not None:
+            first = (complete.decorator_list[0].lineno
+                     if complete.decorator_list else complete.lineno)
+            changes.append((first - 1, first - 1,
+                            indent + no_migrations % indent))
+            segment = ''.join(lines[complete.lineno - 1:complete.end_lineno])
+            new, found = re.subn(
+                r'mock_delete_alloc\.assert_called_once_with\(\n'
+                r'(\s*)self\.context, instance\.uuid, force=(True|False)\)',
+                r"mock_delete_alloc.assert_has_calls([\n"
+                r"\1mock.call(self.context, instance.uuid,\n"
+                r"\1          consumer_type='instance', force=\2),\n"
+                r"\1mock.call(self.context, instance.uuid, force=\2)])",
+                segment)
+            if found != 2:
+                raise errors.ExportError(
+                    '%s: test__complete_deletion does not assert the '
+                    'delete of the allocations as expected' % mgr)
+            changes.append((complete.lineno - 1, complete.end_lineno, new))
+        for start, end, new in sorted(changes, reverse=True):
+            lines[start:end] = [new]
+        return ''.join(lines)
+
+    def edit_compute(text):
+        tree = ast.parse(text)
+        cls = next((node for node in tree.body
+                    if isinstance(node, ast.ClassDef) and
+                    node.name == 'BaseTestCase'), None)
+        setup = edits.function(cls, 'setUp') if cls else None
+        first = setup.body[0] if setup and setup.body else None
+        lines = text.splitlines(True)
+        if (first is None or
+                'super(' not in ast.get_source_segment(text, first) or
+                'import fixtures as std_fixtures\n' not in text):
+            raise errors.ExportError('%s: BaseTestCase.setUp does not start '
+                                     'with super().setUp()' % compute)
+        indent = ' ' * first.col_offset
+        lines.insert(first.end_lineno, (
+            "%s# The compute's delete fails when placement does not answer.\n"
+            "%sself.useFixture(std_fixtures.MockPatch(\n"
+            "%s    'nova.scheduler.client.report.SchedulerReportClient.'\n"
+            "%s    'delete_allocation_for_instance', return_value=True))\n"
+            % ((indent,) * 4)))
+        return ''.join(lines)
+
+    changed = edits.edit_python(files, mgr, edit_mgr)
+    changed.update(edits.edit_python(files, compute, edit_compute))
+    return changed
+
+
 FIX = registry.Fix(
     bug=1848343,
     title='Reverting migration-based allocations leaks allocations if '
@@ -530,6 +632,9 @@ FIX = registry.Fix(
                         'delete_allocations_of_migrations',
                         'nova_fixes.nova.compute.utils:'
                         'delete_allocations_of_migrations', new=True),
+        registry.Target('nova.compute.utils:delete_allocations_or_raise',
+                        'nova_fixes.nova.compute.utils:'
+                        'delete_allocations_or_raise', new=True),
         registry.Target('nova.compute.utils:delete_allocations_if_deleted',
                         'nova_fixes.nova.compute.utils:'
                         'delete_allocations_if_deleted', new=True),
@@ -633,6 +738,7 @@ FIX = registry.Fix(
         test_edits=(flip_1848343_fixme, consumer_conflict_leaks,
                     revert_allocation_assertions, confirm_rollback_failure,
                     local_delete_tests_mock_placement,
-                    confirm_resize_tests_read_migration),
+                    confirm_resize_tests_read_migration,
+                    compute_delete_tests_placement_answers),
     ),
 )

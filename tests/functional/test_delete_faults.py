@@ -43,6 +43,7 @@ import time
 
 from nova.compute import manager as compute_manager
 from nova import context as nova_context
+from nova.scheduler.client import report
 from nova.tests.functional.api import client as api_client
 from nova.tests.functional import integrated_helpers
 
@@ -495,3 +496,111 @@ class LiveMigrationDuringPlacementOutageThenDeleteTest(
     def _move(self, server, target):
         self.api.post_server_action(server['id'], {
             'os-migrateLive': {'host': target, 'block_migration': 'auto'}})
+
+
+class RestartDuringPlacementOutageTest(ReclaimDuringPlacementOutageTest):
+    """Regression test for a delete's placement faults: the compute
+    restarts while placement is unreachable.
+
+    1. A delete is left DELETED: the reclaim of a soft-deleted server
+       meets a placement outage (as in ReclaimDuringPlacementOutageTest).
+    2. The compute restarts, placement still unreachable. Its init_host
+       completes the deletes left DELETED, before its resource tracker
+       calls placement at all: the delete of the allocations is the first
+       call, and the report client only logs that it failed. nova destroys
+       the record and the allocations stay: the resource tracker's next
+       periodic run removes them if the row is still there, nothing does
+       once archive_deleted_rows ran. With the fix the allocations are
+       deleted first and a failure keeps the record.
+    3. Placement is back and the compute's periodic tasks run: nothing is
+       left of the server.
+    """
+
+    def test_reclaim_completes(self):
+        self.flags(reclaim_instance_interval=1)
+        server, source, target = self._create_server()
+        self.api.delete_server(server['id'])
+        self._wait_for_state_change(server, 'SOFT_DELETED')
+        self.stub_out('nova.compute.manager.ComputeManager.'
+                      '_deleted_old_enough', lambda *args, **kwargs: True)
+        manager = self.computes[source].manager
+        failed, down = self.placement_down()
+        manager._reclaim_queued_deletes(nova_context.get_admin_context())
+        self.assertTrue(failed, 'the reclaim did not meet the outage')
+        del failed[:]
+        self.computes[source] = self.restart_compute_service(
+            self.computes[source])
+        down.clear()
+        # A deferred delete reads the allocations before it deletes them.
+        self.assertTrue(
+            set(failed) & {('get', '/allocations/%s' % server['id']),
+                           ('delete', '/allocations/%s' % server['id'])},
+            'init_host did not try to complete the delete: %s' % failed)
+        # nova's resource tracker removes the allocations of a deleted
+        # instance at its next periodic run, if the row is still there:
+        # an archive_deleted_rows in between leaves them for good.
+        if self._server_or_none(server) is None:
+            self.assertEqual({}, self._get_allocations_by_server_uuid(
+                server['id']), base.LEAK + 'the record was destroyed while '
+                'its allocations stay')
+
+        self._run_periodic_tasks(source)
+        self.assertIsNone(self._server_or_none(server), base.STUCK +
+                          'the server is still listed once the periodic '
+                          'tasks ran again')
+        self.assert_server_left_nothing(server)
+
+
+class AllocationDeleteFailsTest(_DeleteFaultsTestBase):
+    """Regression test for a delete's placement faults: placement fails
+    only the compute's delete of the server's allocations.
+
+    1. A server is ACTIVE on a compute that is up; the user deletes it.
+    2. The compute's resource tracker reaches placement, then placement
+       cannot be reached as the compute deletes the server's allocations:
+       the report client only logs it. nova destroys the record, and the
+       allocations stay (until the resource tracker's next periodic run,
+       if archive_deleted_rows has not run before). With the fix the
+       compute's delete fails before the record is destroyed: the server
+       goes to ERROR.
+    3. Placement is back; the user deletes the server again if it is still
+       there: nothing is left of it.
+    """
+
+    def test_retry_the_delete(self):
+        server, source, target = self._create_server()
+        url = '/allocations/%s' % server['id']
+        failed = []
+        armed = threading.Event()
+        original = compute_manager.ComputeManager._complete_deletion
+        delete = report.SchedulerReportClient.delete
+
+        def complete(manager, context, instance):
+            # The first delete meets the failure, no other.
+            if not failed:
+                armed.set()
+            try:
+                return original(manager, context, instance)
+            finally:
+                armed.clear()
+
+        def one_delete_fails(client, path, *args, **kwargs):
+            if armed.is_set() and path == url:
+                failed.append(('delete', path))
+                raise base._connect_failure()
+            return delete(client, path, *args, **kwargs)
+
+        self.stub_out('nova.compute.manager.ComputeManager.'
+                      '_complete_deletion', complete)
+        self.stub_out('nova.scheduler.client.report.SchedulerReportClient.'
+                      'delete', one_delete_fails)
+        terminated = self.watch(compute_manager.ComputeManager,
+                                'terminate_instance')
+        self.api.api_delete('/servers/%s' % server['id'],
+                            check_response_status=[204])
+        self.wait_for(terminated, 'the compute\'s delete', TIMEOUT)
+        self.assertEqual([('delete', url)], failed,
+                         'the delete did not meet the failure')
+        self.assert_retry_deletes(server)
+        self.assert_server_left_nothing(server)
+        self.assert_no_guest_left(server)

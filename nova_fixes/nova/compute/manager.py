@@ -155,22 +155,35 @@ def _complete_deletion(self, context, instance):
     """Replaces ComputeManager._complete_deletion (bug 1848343).
 
     Finish the delete of an instance, allocations of its migrations
-    included.
+    included, or raise while its record still names them.
 
-    nova's original removes the allocations of the instance consumer. A
-    server deleted during a move (a revert not finished yet, a live
+    nova's original removes the allocations of the instance consumer, and
+    its callers destroy the record only if it does not raise: "therefore
+    allocation is successfully deleted in placement". But the report
+    client only logs a placement it cannot reach, so the record was
+    destroyed with the allocations left: a compute restarting during a
+    placement outage completes the deletes left DELETED in init_host,
+    before its resource tracker calls placement at all. The allocations
+    are now deleted first, and a failure is raised (AllocationDeleteFailed)
+    with the record kept: the user's delete gets an ERROR server it can
+    delete again, and a delete left DELETED is completed by init_host or
+    by the periodic _complete_partial_deletions once placement answers.
+    nova's original then finds nothing to delete (one more request).
+
+    A server deleted during a move (a revert not finished yet, a live
     migration about to complete) also has a migration consumer holding
     the source node, and the step that would have removed it fails on the
-    deleted instance. The instance is recorded DELETED by now, and its
-    record (its migration rows with it) is destroyed only once this
-    returns, so a compute that dies before completes the delete when it
-    starts again (init_host): the allocations of the migrations that may
-    still hold some are removed here (see
+    deleted instance: the allocations of the migrations that may still
+    hold some are removed here too, with the same check (see
     compute_utils.delete_allocations_of_migrations).
     """
-    self._complete_deletion_of_instance(context, instance)
+    # As nova's: with deferred deletes, a conflict is not forced through.
+    force = CONF.reclaim_instance_interval <= 0
+    compute_utils.delete_allocations_or_raise(
+        context, self.reportclient, instance.uuid, force=force)
     compute_utils.delete_allocations_of_migrations(
-        context, self.reportclient, instance.uuid)
+        context, self.reportclient, instance.uuid, strict=True)
+    self._complete_deletion_of_instance(context, instance)
 
 
 def _complete_partial_deletion(self, context, instance):

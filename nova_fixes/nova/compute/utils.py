@@ -78,7 +78,8 @@ def is_instance_deleted(context, instance_uuid):
             instance.task_state == task_states.DELETING)
 
 
-def delete_allocations_of_migrations(context, reportclient, instance_uuid):
+def delete_allocations_of_migrations(context, reportclient, instance_uuid,
+                                     strict=False):
     """Added to nova.compute.utils (bug 1848343).
 
     Delete the allocations of every migration of a deleted instance.
@@ -96,22 +97,62 @@ def delete_allocations_of_migrations(context, reportclient, instance_uuid):
     migration later on checks afterwards whether the instance is deleted
     (see delete_allocations_if_deleted).
 
-    Failures are logged: the delete of the server goes on.
+    Failures are logged and the delete of the server goes on, unless
+    ``strict``: then the first failure is raised, before the record that
+    names the allocations is destroyed, for a retry.
 
     :param context: nova request context, targeted at the instance's cell
     :param reportclient: the placement report client to use
     :param instance_uuid: UUID of the deleted instance
+    :param strict: raise a failure instead of logging it
+    :raises: AllocationDeleteFailed (placement could not be reached, or
+        failed), or the database's error listing the migrations, only if
+        ``strict``
     """
     try:
         migrations = migrations_of_instance(context, instance_uuid)
     except Exception:
+        if strict:
+            raise
         LOG.exception('Unable to list the migrations of deleted instance '
                       '%s; their allocations, if any, are left in '
                       'placement.', instance_uuid)
         return
     for migration in migrations:
-        _delete_consumer_allocations(context, reportclient,
-                                     migration.uuid, 'migration')
+        if strict:
+            delete_allocations_or_raise(context, reportclient,
+                                        migration.uuid, 'migration')
+        else:
+            _delete_consumer_allocations(context, reportclient,
+                                         migration.uuid, 'migration')
+
+
+def delete_allocations_or_raise(context, reportclient, consumer_uuid,
+                                consumer_type='instance', force=True):
+    """Added to nova.compute.utils (bug 1848343).
+
+    Delete the allocations of a consumer, or raise.
+
+    The report client's delete_allocation_for_instance only logs a
+    placement it cannot reach (safe_connect returns None): a caller that
+    destroys the record naming the allocations once it returns must know.
+
+    :param context: nova request context
+    :param reportclient: the placement report client to use
+    :param consumer_uuid: UUID of the consumer
+    :param consumer_type: 'instance' or 'migration'
+    :param force: as delete_allocation_for_instance's
+    :returns: True if allocations were deleted, False if there were none
+    :raises: AllocationDeleteFailed if placement could not be reached, or
+        failed
+    """
+    deleted = reportclient.delete_allocation_for_instance(
+        context, consumer_uuid, consumer_type=consumer_type, force=force)
+    if deleted is None:
+        raise exception.AllocationDeleteFailed(
+            consumer_uuid=consumer_uuid,
+            error='placement could not be reached')
+    return deleted
 
 
 def migrations_of_instance(context, instance_uuid):

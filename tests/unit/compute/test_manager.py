@@ -14,6 +14,7 @@ from unittest import mock
 
 from nova import exception
 from nova import objects
+from oslo_config import fixture as config_fixture
 import testtools
 
 from nova_fixes import fixture
@@ -159,27 +160,56 @@ class DeleteAllocationAfterMoveTestCase(testtools.TestCase):
 
 @mock.patch('nova.compute.utils.delete_allocations_of_migrations',
             create=True)
+@mock.patch('nova.compute.utils.delete_allocations_or_raise', create=True)
 class CompleteDeletionTestCase(testtools.TestCase):
 
-    def test_migrations_after_nova_original(self, migrations):
-        compute = mock.Mock()
-        instance = mock.Mock(uuid='instance-uuid')
+    def setUp(self):
+        super(CompleteDeletionTestCase, self).setUp()
+        self.conf = self.useFixture(config_fixture.Config(manager.CONF))
+        self.compute = mock.Mock()
+        self.instance = mock.Mock(uuid='instance-uuid')
+
+    def _complete(self):
+        manager._complete_deletion(self.compute, mock.sentinel.ctxt,
+                                   self.instance)
+
+    def test_allocations_then_nova_original(self, instance, migrations):
         order = mock.Mock()
-        order.attach_mock(compute._complete_deletion_of_instance, 'complete')
+        order.attach_mock(instance, 'instance')
         order.attach_mock(migrations, 'migrations')
-        manager._complete_deletion(compute, mock.sentinel.ctxt, instance)
+        order.attach_mock(self.compute._complete_deletion_of_instance,
+                          'complete')
+        self._complete()
         self.assertEqual([
-            mock.call.complete(mock.sentinel.ctxt, instance),
-            mock.call.migrations(mock.sentinel.ctxt, compute.reportclient,
-                                 'instance-uuid')],
+            mock.call.instance(mock.sentinel.ctxt, self.compute.reportclient,
+                               'instance-uuid', force=True),
+            mock.call.migrations(mock.sentinel.ctxt,
+                                 self.compute.reportclient, 'instance-uuid',
+                                 strict=True),
+            mock.call.complete(mock.sentinel.ctxt, self.instance)],
             order.mock_calls)
 
-    def test_original_failure_removes_nothing(self, migrations):
-        compute = mock.Mock()
-        compute._complete_deletion_of_instance.side_effect = ValueError
-        self.assertRaises(ValueError, manager._complete_deletion,
-                          compute, mock.sentinel.ctxt, mock.Mock())
+    def test_deferred_deletes_are_not_forced(self, instance, migrations):
+        self.conf.config(reclaim_instance_interval=60)
+        self._complete()
+        instance.assert_called_once_with(
+            mock.sentinel.ctxt, self.compute.reportclient, 'instance-uuid',
+            force=False)
+
+    def test_instance_failure_raised_before_anything(self, instance,
+                                                      migrations):
+        instance.side_effect = exception.AllocationDeleteFailed(
+            consumer_uuid='instance-uuid', error='unreachable')
+        self.assertRaises(exception.AllocationDeleteFailed, self._complete)
         migrations.assert_not_called()
+        self.compute._complete_deletion_of_instance.assert_not_called()
+
+    def test_migration_failure_raised_before_nova_original(self, instance,
+                                                            migrations):
+        migrations.side_effect = exception.AllocationDeleteFailed(
+            consumer_uuid='migration-uuid', error='unreachable')
+        self.assertRaises(exception.AllocationDeleteFailed, self._complete)
+        self.compute._complete_deletion_of_instance.assert_not_called()
 
 
 @mock.patch('nova.compute.utils.delete_allocations_if_deleted',

@@ -164,6 +164,57 @@ class DeleteAllocationsOfMigrationsTestCase(testtools.TestCase):
         log.exception.assert_called_once()
 
 
+class StrictDeleteAllocationsTestCase(testtools.TestCase):
+
+    def setUp(self):
+        super(StrictDeleteAllocationsTestCase, self).setUp()
+        objects.register_all()
+        self.context = mock.NonCallableMock(spec=['read_deleted'],
+                                            read_deleted='no')
+        self.client = mock.Mock()
+        self.delete = self.client.delete_allocation_for_instance
+        patcher = mock.patch('nova.objects.MigrationList.get_by_filters')
+        self.list = patcher.start()
+        self.addCleanup(patcher.stop)
+
+    def test_or_raise(self):
+        for answer in (True, False):
+            self.delete.return_value = answer
+            self.assertIs(answer, utils.delete_allocations_or_raise(
+                self.context, self.client, 'uuid', 'migration', force=False))
+        self.delete.assert_called_with(self.context, 'uuid',
+                                       consumer_type='migration',
+                                       force=False)
+        # safe_connect: placement could not be reached.
+        self.delete.return_value = None
+        self.assertRaises(exception.AllocationDeleteFailed,
+                          utils.delete_allocations_or_raise,
+                          self.context, self.client, 'uuid')
+        self.delete.assert_called_with(self.context, 'uuid',
+                                       consumer_type='instance', force=True)
+
+    def test_strict_raises_the_first_failure(self):
+        self.list.return_value = [mock.Mock(uuid='m1'), mock.Mock(uuid='m2')]
+        self.delete.return_value = None
+        self.assertRaises(exception.AllocationDeleteFailed,
+                          utils.delete_allocations_of_migrations,
+                          self.context, self.client, 'uuid', strict=True)
+        self.delete.assert_called_once_with(
+            self.context, 'm1', consumer_type='migration', force=True)
+        self.delete.reset_mock()
+        self.delete.return_value = True
+        utils.delete_allocations_of_migrations(self.context, self.client,
+                                               'uuid', strict=True)
+        self.assertEqual(2, self.delete.call_count)
+
+    def test_strict_raises_a_listing_failure(self):
+        self.list.side_effect = exception.DBNotAllowed(binary='x')
+        self.assertRaises(exception.DBNotAllowed,
+                          utils.delete_allocations_of_migrations,
+                          self.context, self.client, 'uuid', strict=True)
+        self.delete.assert_not_called()
+
+
 @mock.patch.object(utils, 'is_instance_deleted')
 class DeleteAllocationsIfDeletedTestCase(testtools.TestCase):
 
