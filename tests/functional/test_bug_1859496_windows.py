@@ -44,6 +44,7 @@ import threading
 import requests
 
 from nova.compute import manager as compute_manager
+from nova.compute import rpcapi as compute_rpcapi
 from nova.compute import utils as compute_utils
 from nova.conductor import manager as conductor_manager
 from nova import context as nova_context
@@ -516,6 +517,71 @@ class DeleteWhilePlacementFailsTest(DeleteWhilePlacementUnreachableTest):
         response.status_code = 503
         response._content = b'503 Service Unavailable'
         return response
+
+
+class DeleteBeforeTheComputeWhilePlacementUnreachableTest(_WindowsTestBase):
+    """Window 2, later: the server is in its cell, not on a compute yet.
+
+    The conductor has created the instance in its cell, destroyed the
+    build request and cast the build to the compute the scheduler chose;
+    the compute has not claimed it yet, so the instance has no host. The
+    user deletes the server while placement is unreachable: nova's API
+    destroys the record itself, then deletes the allocations, a delete
+    the report client only logs. On vanilla nova the DELETE answers 204
+    and the claim stays with nothing naming it (found by the race
+    explorer's ``outage`` variant). The delete must instead fail,
+    retryable, with nothing destroyed; the retry once placement answers
+    leaves nothing, nor once the compute got the build of the deleted
+    server.
+    """
+
+    def _hold_the_build_cast(self):
+        cast = threading.Event()
+        go = threading.Event()
+        self.addCleanup(go.set)
+        build = compute_rpcapi.ComputeAPI.build_and_run_instance
+
+        def held(*args, **kwargs):
+            cast.set()
+            go.wait(TIMEOUT)
+            return build(*args, **kwargs)
+
+        self.stub_out('nova.compute.rpcapi.ComputeAPI.'
+                      'build_and_run_instance', held)
+        return cast, go
+
+    def test_retry_the_delete(self):
+        cast, go = self._hold_the_build_cast()
+        built = self.watch(conductor_manager.ComputeTaskManager,
+                           'schedule_and_build_instances')
+        server = self._boot(1)[0]
+        self.wait_for(cast, 'the conductor to cast the build')
+        self.assertFalse(self._build_request_exists(server))
+        self.assertTrue(self._instance_in_a_cell(server))
+        self.assertIsNone(self.admin_api.get_server(server['id'])[
+            'OS-EXT-SRV-ATTR:host'])
+
+        failed, down = self.placement_down()
+        response = self.api.api_delete('/servers/%s' % server['id'],
+                                        check_response_status=[204, 503])
+        down.clear()
+        self.assertIn(('delete', '/allocations/%s' % server['id']), failed)
+        if response.status == 204:
+            self.assertEqual({}, self._get_allocations_by_server_uuid(
+                server['id']), base.LEAK + 'the server was deleted and its '
+                'allocations stay')
+        self.assertEqual(503, response.status, response)
+        message = response.body['serviceUnavailable']['message']
+        self.assertIn('The delete can be retried', message)
+
+        self.delete_server_and_wait(server)
+        self._assert_placement_clean('after the retried delete')
+        go.set()
+        self.wait_for(built, 'the conductor to finish the build request')
+        self._assert_placement_clean('once the conductor cast the build')
+        self.archive_and_run_periodics()
+        self._assert_placement_clean('after archive_deleted_rows and the '
+                                     'resource tracker periodic')
 
 
 # -- window 4: the scheduler's reply is lost, the server buried in cell0 -----

@@ -17,6 +17,7 @@ from oslo_log import log as logging
 from oslo_utils import excutils
 
 from nova.compute import utils as compute_utils
+from nova.compute import vm_states
 from nova import exception
 from nova import objects
 
@@ -63,6 +64,15 @@ def _attempt_delete_of_buildrequest(self, context, instance):
 
     The build request is looked up once, as nova always did.
 
+    When it is gone, a server still BUILDING is in a cell with no host
+    yet: the scheduler has claimed for it and its build is on its way to
+    the compute. API._delete then destroys its record itself and deletes
+    its allocations after (_local_delete_cleanup), which during a
+    placement outage left them with nothing naming them, as above. Its
+    allocations are deleted first here too, or the delete refused, before
+    anything is destroyed (an instance in ERROR, buried in cell0, holds
+    none and is deleted as before).
+
     :returns: True if the build request was deleted here; False if it was
         gone (the instance is in a cell: the delete proceeds normally)
     :raises PlacementUnavailableForDelete: the allocations could not be
@@ -72,21 +82,33 @@ def _attempt_delete_of_buildrequest(self, context, instance):
         build_req = objects.BuildRequest.get_by_instance_uuid(
             context, instance.uuid)
     except exception.BuildRequestNotFound:
+        if (instance.obj_attr_is_set('vm_state') and
+                instance.vm_state == vm_states.BUILDING):
+            _delete_allocations_or_refuse(self.placementclient, context,
+                                          instance)
+            _allocations_deleted(context, instance.uuid)
         return False
     _delete_allocations_or_refuse(self.placementclient, context, instance)
     try:
         build_req.destroy()
     except exception.BuildRequestNotFound:
         return False
-    deleted = getattr(context, ALLOCATIONS_DELETED, None)
-    if deleted is None:
-        deleted = set()
-        setattr(context, ALLOCATIONS_DELETED, deleted)
-    deleted.add(instance.uuid)
+    _allocations_deleted(context, instance.uuid)
     # Detach any volumes so that they are not orphaned.
     self._local_cleanup_bdm_volumes(
         build_req.block_device_mappings, instance, context)
     return True
+
+
+def _allocations_deleted(context, instance_uuid):
+    """Tell _local_delete_cleanup that this request deleted the
+    allocations of the instance already.
+    """
+    deleted = getattr(context, ALLOCATIONS_DELETED, None)
+    if deleted is None:
+        deleted = set()
+        setattr(context, ALLOCATIONS_DELETED, deleted)
+    deleted.add(instance_uuid)
 
 
 def _local_delete_cleanup(self, context, instance_uuid):
@@ -94,7 +116,8 @@ def _local_delete_cleanup(self, context, instance_uuid):
 
     Delete the allocations of an instance the API deleted and queue its
     instance mapping for deletion; the allocations only if this request
-    did not delete them already, before it destroyed the build request
+    did not delete them already, before it destroyed the build request or
+    the record of a server BUILDING with no host
     (_attempt_delete_of_buildrequest): a second DELETE would only answer
     404, one placement round trip per delete of a server in BUILD.
     """

@@ -47,14 +47,40 @@ class AttemptDeleteOfBuildRequestTestCase(testtools.TestCase):
                                                    self.instance)
 
     def test_in_a_cell_already(self, get_br):
-        """No build request: the delete proceeds normally; placement is
-        not called here.
+        """No build request, and the server is not BUILDING (buried in
+        cell0): the delete proceeds normally; placement is not called
+        here.
         """
+        self.instance.vm_state = 'error'
         get_br.side_effect = exception.BuildRequestNotFound(uuid=UUID)
         self.assertFalse(self._attempt())
         get_br.assert_called_once_with(self.context, UUID)
         self.delete.assert_not_called()
         self.api._local_cleanup_bdm_volumes.assert_not_called()
+
+    def test_building_in_a_cell_without_host(self, get_br):
+        """No build request, the server BUILDING: its record is in a cell
+        and API._delete destroys it next; the allocations go first.
+        """
+        self.instance.vm_state = 'building'
+        self.context = types.SimpleNamespace()
+        get_br.side_effect = exception.BuildRequestNotFound(uuid=UUID)
+        self.delete.return_value = True
+        self.assertFalse(self._attempt())
+        self.delete.assert_called_once_with(
+            self.context, UUID, consumer_type='instance', force=True)
+        self.assertEqual({UUID},
+                         getattr(self.context, api.ALLOCATIONS_DELETED))
+        self.api._local_cleanup_bdm_volumes.assert_not_called()
+
+    def test_building_in_a_cell_refused(self, get_br):
+        self.instance.vm_state = 'building'
+        self.context = types.SimpleNamespace()
+        get_br.side_effect = exception.BuildRequestNotFound(uuid=UUID)
+        self.delete.return_value = None
+        self.assertRaises(fixes_exception.PlacementUnavailableForDelete,
+                          self._attempt)
+        self.assertFalse(hasattr(self.context, api.ALLOCATIONS_DELETED))
 
     def test_allocations_deleted_before_the_build_request(self, get_br):
         for deleted in (True, False):
