@@ -49,7 +49,12 @@ scheduler's claim to outlive a server that never reached a compute host:
   placement request per delete, as before); a claim that lands between
   the two deletes, for a build whose conductor had already found the
   build request, is deleted by that conductor in _delete_build_request
-  when it finds the build request gone.
+  when it finds the build request gone. The same holds a little later,
+  once the conductor has created the instance in its cell and cast the
+  build, before the compute claimed it: the instance has no host, so
+  the API destroys its record itself and deletes the allocations after.
+  For an instance BUILDING with no build request left, the allocations
+  are now deleted first too, or the delete refused.
 
 * When the conductor buries servers in cell0 after the scheduler
   claimed for them (the scheduler's reply was lost and the conductor
