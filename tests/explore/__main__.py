@@ -41,8 +41,8 @@ import time
 
 from tests.explore import operations
 
-VARIANTS = ('delete', 'down')
-RESULTS = ('OK', 'LEAK', 'WRONG', 'ERROR', 'N/A')
+VARIANTS = ('delete', 'down', 'outage')
+RESULTS = ('OK', 'LEAK', 'WRONG', 'STUCK', 'ERROR', 'N/A')
 
 #: The CI subset, both variants: a boot, bug 1848343's revert paths, a
 #: live migration (its scheduler's claim after the delete) and one rolled
@@ -374,14 +374,24 @@ def report(ops, steps, cells, variants, sides, out=None, workers=None):
         failed += 1
         print('worker %s %s failed: %s; %d runs without a record' % (
             side, op, worker.why, missing_of[(side, op)]), file=out)
+    line = '%d steps, %d leaks, %d wrong, %d errors, %d stuck'
+    print('', file=out)
+    for side in sides:
+        for variant in variants:
+            counts = collections.Counter(
+                result for (s, _, _, v), (result, _) in cells.items()
+                if s == side and v == variant and result != 'N/A')
+            print('explored (%s, %s): ' % (side, variant) + line % (
+                sum(counts.values()), counts['LEAK'], counts['WRONG'],
+                counts['ERROR'], counts['STUCK']), file=out)
     print('\n%d passed, %d failed' % (passed, failed), file=out)
     for side in sides:
         counts = collections.Counter(
             result for (s, _, _, _), (result, _) in cells.items()
             if s == side and result != 'N/A')
-        print('explored (%s): %d steps, %d leaks, %d wrong, %d errors' % (
-            side, sum(counts.values()), counts['LEAK'], counts['WRONG'],
-            counts['ERROR']), file=out)
+        print('explored (%s): ' % side + line % (
+            sum(counts.values()), counts['LEAK'], counts['WRONG'],
+            counts['ERROR'], counts['STUCK']), file=out)
     return passed, failed
 
 
@@ -433,7 +443,7 @@ def main(argv=None):
     args.variants = args.variants.split(',')
     sides = args.sides.split(',')
     if set(args.variants) - set(VARIANTS) or not args.variants:
-        parser.error('--variants: one or both of %s' % ', '.join(VARIANTS))
+        parser.error('--variants: one or more of %s' % ', '.join(VARIANTS))
     if set(sides) - {'vanilla', 'fixed'} or not sides:
         parser.error('--sides: one or both of vanilla, fixed')
     if args.jobs < 1:

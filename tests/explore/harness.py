@@ -22,20 +22,25 @@ in a child process of its own (tests.explore.forked):
   its steps; then the server is deleted and the invariants checked (the
   ``after`` point: the harness' own control);
 - ``inject``: the operation runs until the target step, which is held;
-  the server is deleted through the API (optionally with its compute
-  down: the API deletes it locally) and the compute has deleted it (see
-  _wait_for_the_compute); the step is released; everything settles and
-  the invariants are checked, then again after archive_deleted_rows and
-  the periodics.
+  the server is deleted through the API (variant ``down``: with its
+  compute down, so the API deletes it locally; variant ``outage``:
+  placement unreachable for nova's services from then until the
+  operation has settled, after which the user deletes again each server
+  still there, and one that is not gone is STUCK) and the compute has
+  deleted it (see _wait_for_the_compute); the step is released;
+  everything settles and the invariants are checked, then again after
+  archive_deleted_rows and the periodics.
 
 Every run starts from the same databases, queues and services. With
 ``fork`` off (the worker's ``--fresh``), a case runs one plan in its own
 process, on services started for it.
 
-Every wait is bounded; nothing sleeps.
+Every wait is bounded; only the retried DELETE of the ``outage`` variant
+polls the API (a user's view), every other wait is on the tracker.
 """
 
 import threading
+import time
 import traceback
 
 import fixtures
@@ -80,7 +85,7 @@ class ExploreCase(base.NovaFixesTestMixin,
         self.operation = operation
         self.session = session
         self.fork = fork
-        #: ('record',) or ('inject', step, compute_down)
+        #: ('record',) or ('inject', step, variant)
         self.plan = None
         self._outcome_ = None
         self.prepare_error = None
@@ -113,6 +118,8 @@ class ExploreCase(base.NovaFixesTestMixin,
         self.down_hosts = set()
         self._down_host = None
         self.gates = {}
+        self._stuck = []
+        self._outage = None
 
     def start_service(self, name, host=None, cell_name=None, **kwargs):
         # Hooked before the first service starts: from its first call of
@@ -319,9 +326,14 @@ class ExploreCase(base.NovaFixesTestMixin,
                 return
             self._delete_all(down=False)
         else:
-            _, step, down = self.plan
+            _, step, variant = self.plan
             self.tracker.arm(target=step)
-            if not self._inject(down):
+            if variant == 'outage':
+                _, self._outage = self.placement_down()
+                self._outage.clear()
+            if not self._inject(variant):
+                return
+            if variant == 'outage' and not self._retry_after_outage():
                 return
         op.restore(self)
         self.settle()
@@ -352,7 +364,8 @@ class ExploreCase(base.NovaFixesTestMixin,
                 return 'the operation did not finish within %ss' % timeout
             return self._driver_error[0] if self._driver_error else None
 
-    def _inject(self, down):
+    def _inject(self, variant):
+        down = variant == 'down'
         tracker = self.tracker
         self._drive(OP_TIMEOUT, wait=False)
         # Whichever comes first: the step is reached, or the operation
@@ -376,6 +389,10 @@ class ExploreCase(base.NovaFixesTestMixin,
                                'the held step)')
             tracker.release.set()
             return False
+        if variant == 'outage':
+            # Placement is unreachable for nova's services from the held
+            # step until the operation has settled.
+            self._outage.set()
         before = (tracker.deletes_sent, tracker.deletes_done)
         waited = self._delete_all(down=down)
         if not waited and not self.delete_waits:
@@ -407,6 +424,50 @@ class ExploreCase(base.NovaFixesTestMixin,
             self.bring_up(self._down_host)
             self.settle()
         return True
+
+    def _retry_after_outage(self):
+        """Placement is back: the user deletes again each server still
+        there, and it must go. One that does not within DELETE_TIMEOUT is
+        STUCK.
+
+        :returns: whether the run goes on to the checks
+        """
+        self._outage.clear()
+        self.settle()
+        self._stuck = []
+        for server in self.servers:
+            try:
+                self.api.delete_server(server['id'])
+            except api_client.OpenStackApiNotFoundException:
+                continue
+            except Exception as e:
+                self._outcome_.details.append(
+                    'DELETE after the outage: %s: %s' % (type(e).__name__,
+                                                         e))
+        for server in self.servers:
+            deadline = time.monotonic() + DELETE_TIMEOUT
+            while (not self._gone(server['id']) and
+                   time.monotonic() < deadline):
+                # The API is polled, as a user would: the last step of a
+                # delete (the record destroyed) sends no message.
+                time.sleep(0.1)
+            if not self._gone(server['id']):
+                current = self.admin_api.get_server(server['id'])
+                self._stuck.append('server %s still there %ss after the '
+                                   'DELETE retried once placement was back: '
+                                   '%s, task_state %s' % (
+                                       server['id'][:8], DELETE_TIMEOUT,
+                                       current['status'],
+                                       current['OS-EXT-STS:task_state']))
+        self.settle()
+        return True
+
+    def _gone(self, uuid):
+        try:
+            self.api.get_server(uuid)
+        except api_client.OpenStackApiNotFoundException:
+            return True
+        return False
 
     def _delete_all(self, down):
         """Delete every server of the operation through the API, each
@@ -554,7 +615,10 @@ class ExploreCase(base.NovaFixesTestMixin,
             ] + wrong + ['(left with the server) ' + leak for leak in leaks]
         elif leaks:
             self._outcome_.result = 'LEAK'
-            self._outcome_.details += leaks + wrong
+            self._outcome_.details += leaks + wrong + self._stuck
+        elif self._stuck:
+            self._outcome_.result = 'STUCK'
+            self._outcome_.details += self._stuck + wrong
         elif wrong:
             self._outcome_.result = 'WRONG'
             self._outcome_.details += wrong

@@ -12,7 +12,7 @@
 
 """Explore operations on the nova of this process (NOVA_FIXES_MODE).
 
-    python -m tests.explore.worker --out FILE [--variants delete,down]
+    python -m tests.explore.worker --out FILE [--variants delete,down,outage]
         [--steps N] OPERATION...
 
 Writes one JSON object a line to FILE: for each operation its recorded
@@ -35,7 +35,7 @@ import testtools
 from tests.explore import harness
 from tests.explore import operations
 
-VARIANTS = ('delete', 'down')
+VARIANTS = ('delete', 'down', 'outage')
 
 
 def _case_error(result):
@@ -107,7 +107,7 @@ def _explore_plans(operation, run, variants, limit, write, progress):
     for step in steps:
         for variant in variants:
             began = time.monotonic()
-            outcome = run(('inject', step, variant == 'down'))
+            outcome = run(('inject', step, variant))
             seconds = round(time.monotonic() - began, 1)
             write(dict(op=operation.name, step=step.label,
                        variant=variant, seconds=seconds,

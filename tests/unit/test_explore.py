@@ -55,7 +55,7 @@ class OperationFilterTest(testtools.TestCase):
                                                       io.StringIO())).new_value
         self.assertRaises(SystemExit, explore.main,
                           ['--variants', 'delete,crash', 'boot'])
-        self.assertIn('--variants: one or both of delete, down',
+        self.assertIn('--variants: one or more of delete, down, outage',
                       stderr.getvalue())
 
 
@@ -101,9 +101,30 @@ class ReportTest(testtools.TestCase):
         # 6 fixed-side OK, 5 known vanilla leaks found.
         self.assertEqual((11, 0), (passed, failed))
         self.assertEqual(
-            ['explored (vanilla): 6 steps, 5 leaks, 0 wrong, 0 errors',
-             'explored (fixed): 6 steps, 0 leaks, 0 wrong, 0 errors'],
+            ['explored (vanilla): 6 steps, 5 leaks, 0 wrong, 0 errors, '
+             '0 stuck',
+             'explored (fixed): 6 steps, 0 leaks, 0 wrong, 0 errors, 0 stuck'],
             lines[-2:])
+
+    def test_stuck_fails_and_is_counted_per_variant(self):
+        cells = self._cells({'after': 'OK'}, {})
+        for step in STEPS:
+            cells[('vanilla', OP, step, 'outage')] = ('LEAK', ['x'])
+            cells[('fixed', OP, step, 'outage')] = ('OK', [])
+        cells[('fixed', OP, STEPS[0], 'outage')] = ('STUCK', ['server'])
+        out = io.StringIO()
+        passed, failed = explore.report(
+            [OP], {('vanilla', OP): STEPS, ('fixed', OP): STEPS}, cells,
+            ['delete', 'outage'], ['vanilla', 'fixed'], out=out)
+        lines = out.getvalue().splitlines()
+        # 6 + 5 fixed-side OK but one STUCK; 5 known vanilla leaks found.
+        self.assertEqual((15, 1), (passed, failed))
+        self.assertIn('explored (fixed, outage): 5 steps, 0 leaks, 0 wrong, '
+                      '0 errors, 1 stuck', lines)
+        self.assertIn('explored (vanilla, outage): 5 steps, 5 leaks, 0 '
+                      'wrong, 0 errors, 0 stuck', lines)
+        self.assertEqual('explored (fixed): 11 steps, 0 leaks, 0 wrong, '
+                         '0 errors, 1 stuck', lines[-1])
 
     def test_fixed_leak_and_missed_vanilla_leak_fail(self):
         (passed, failed), lines = self._report(self._cells(
@@ -114,7 +135,7 @@ class ReportTest(testtools.TestCase):
                       'cold-migrate-revert | rpc compute.revert_resize | '
                       'delete (1848343 revert_resize)', lines)
         self.assertEqual(
-            'explored (fixed): 6 steps, 1 leaks, 0 wrong, 1 errors',
+            'explored (fixed): 6 steps, 1 leaks, 0 wrong, 1 errors, 0 stuck',
             lines[-1])
 
     def _workers(self, **codes):
@@ -141,8 +162,9 @@ class ReportTest(testtools.TestCase):
                       % 'ComputeManager._revert_allocation', lines)
         self.assertEqual(
             ['9 passed, 4 failed',
-             'explored (vanilla): 6 steps, 5 leaks, 0 wrong, 0 errors',
-             'explored (fixed): 6 steps, 0 leaks, 0 wrong, 3 errors'],
+             'explored (vanilla): 6 steps, 5 leaks, 0 wrong, 0 errors, '
+             '0 stuck',
+             'explored (fixed): 6 steps, 0 leaks, 0 wrong, 3 errors, 0 stuck'],
             lines[-3:])
 
     def test_missing_fixed_worker_has_the_steps_of_vanilla(self):
@@ -157,7 +179,7 @@ class ReportTest(testtools.TestCase):
                       'ERROR: no record (no steps recorded; worker killed '
                       'by signal 9)', lines)
         self.assertEqual(
-            'explored (fixed): 6 steps, 0 leaks, 0 wrong, 6 errors',
+            'explored (fixed): 6 steps, 0 leaks, 0 wrong, 6 errors, 0 stuck',
             lines[-1])
 
     def test_short_vanilla_worker_exit_0_fails(self):
@@ -175,7 +197,7 @@ class ReportTest(testtools.TestCase):
         self.assertIn('  %-36s ERROR   -      ' % 'ComputeManager.x',
                       lines)
         self.assertEqual(
-            'explored (vanilla): 7 steps, 5 leaks, 0 wrong, 1 errors',
+            'explored (vanilla): 7 steps, 5 leaks, 0 wrong, 1 errors, 0 stuck',
             lines[-2])
 
     def test_expected_cells(self):
@@ -292,8 +314,9 @@ class MainTest(testtools.TestCase):
         # eight workers fail.
         self.assertEqual(
             ['0 passed, 21 failed',
-             'explored (vanilla): 4 steps, 0 leaks, 0 wrong, 4 errors',
-             'explored (fixed): 4 steps, 0 leaks, 0 wrong, 4 errors'],
+             'explored (vanilla): 4 steps, 0 leaks, 0 wrong, 4 errors, '
+             '0 stuck',
+             'explored (fixed): 4 steps, 0 leaks, 0 wrong, 4 errors, 0 stuck'],
             lines[-3:])
         self.assertIn('worker fixed live-migrate-pre-fails failed: worker '
                       'exit 3; 1 runs without a record', lines)
