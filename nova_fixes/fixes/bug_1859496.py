@@ -75,6 +75,11 @@ BUILD_REQUEST_DELETE_TESTS = (
       'test_attempt_delete_of_buildrequest_already_deleted')),
     ('nova/tests/unit/compute/test_compute.py',
      ('test_delete_while_booting_instance_not_in_cell_db_cellsv2',)),
+    # No placement at all there: the delete of a server BUILDING in its
+    # cell now deletes its allocations first, or is refused.
+    ('nova/tests/functional/regressions/test_bug_1914777.py',
+     ('test_build_request_and_instance_not_found',
+      'test_deleting_instance_at_the_same_time')),
 )
 
 
