@@ -43,6 +43,7 @@ import time
 
 from nova.compute import manager as compute_manager
 from nova import context as nova_context
+from nova import exception
 from nova.scheduler.client import report
 from nova.tests.functional.api import client as api_client
 from nova.tests.functional import integrated_helpers
@@ -601,6 +602,129 @@ class AllocationDeleteFailsTest(_DeleteFaultsTestBase):
         self.wait_for(terminated, 'the compute\'s delete', TIMEOUT)
         self.assertEqual([('delete', url)], failed,
                          'the delete did not meet the failure')
+        self.assert_retry_deletes(server)
+        self.assert_server_left_nothing(server)
+        self.assert_no_guest_left(server)
+
+
+class DeleteFailedBuildDuringPlacementOutageTest(_DeleteFaultsTestBase):
+    """Regression test for a delete's placement faults: a server whose
+    build failed on its compute.
+
+    1. Placement becomes unreachable, and a build is aborted on its
+       compute (BuildAbortException): nova nils out the server's host and
+       node, puts it in ERROR and deletes the scheduler's claim, which
+       the report client only logs as failed: the claim stays.
+    2. The user deletes the server, placement still unreachable. It is on
+       no host, so the API deletes it locally: the report client only
+       logs the ConnectFailure again, the record is destroyed, the DELETE
+       answers 204 and the claim stays with nothing to name it. With the
+       fix the DELETE is refused (503) before anything is destroyed.
+    3. Placement is back; the user deletes the server again: nothing is
+       left of it.
+
+    The race explorer's outage variant found it: a build of several
+    servers that meets the outage fails on its compute, and the harness
+    then deletes every server.
+    """
+
+    def test_retry_the_delete(self):
+        failed, down = self.placement_down()
+        down.clear()
+
+        def abort(manager, context, instance, *args, **kwargs):
+            down.set()
+            raise exception.BuildAbortException(
+                instance_uuid=instance.uuid, reason='the test aborts it')
+
+        self.stub_out('nova.compute.manager.ComputeManager.'
+                      '_build_and_run_instance', abort)
+        try:
+            server = super(_DeleteFaultsTestBase, self)._create_server(
+                networks='none', expected_state='ERROR')
+            self.assertIsNone(server['OS-EXT-SRV-ATTR:host'])
+            self.assertIn(('delete', '/allocations/%s' % server['id']),
+                          failed, 'the compute removed the claim of the '
+                          'failed build before the outage')
+            del failed[:]
+            response = self.api.api_delete(
+                '/servers/%s' % server['id'],
+                check_response_status=[204, 500, 503])
+        finally:
+            down.clear()
+        self.assertIn(('delete', '/allocations/%s' % server['id']), failed)
+        # On vanilla nova the record is gone and its allocations are not.
+        self.assert_no_leaked_allocations()
+        self.assert_refused_for_placement(response, failed)
+        current = self.api.get_server(server['id'])
+        self.assertEqual('ERROR', current['status'])
+        self.assertIsNone(current['OS-EXT-STS:task_state'])
+        self.assertNotEqual({}, self._get_allocations_by_server_uuid(
+            server['id']))
+
+        self.assert_retry_deletes(server)
+        self.assert_server_left_nothing(server)
+
+
+class DeleteDuringUnshelveDuringPlacementOutageTest(_DeleteFaultsTestBase):
+    """Regression test for a delete's placement faults: a server being
+    unshelved.
+
+    1. A server is shelved and offloaded: it is on no host and holds no
+       allocation.
+    2. The user unshelves it: the conductor schedules it, which claims
+       resources on a host, and casts to that host's compute, which has
+       not started yet.
+    3. Placement becomes unreachable; the user deletes the server. It is
+       SHELVED_OFFLOADED on no host, so the API deletes it locally: the
+       report client only logs the ConnectFailure, the record is
+       destroyed, the DELETE answers 204 and the scheduler's claim stays
+       with nothing to name it. With the fix the DELETE is refused (503)
+       before anything is destroyed, the server is as it was (unshelving).
+    4. Placement is back; the compute's unshelve goes on and the server
+       is ACTIVE. The user deletes it again: nothing is left of it, no
+       guest either.
+
+    The race explorer's outage variant found it (shelve-unshelve, held at
+    the compute's unshelve).
+    """
+
+    def test_retry_the_delete(self):
+        self.flags(shelved_offload_time=0)
+        server, source, target = self._create_server()
+        self.api.post_server_action(server['id'], {'shelve': {}})
+        self._wait_for_state_change(server, 'SHELVED_OFFLOADED')
+        self.assertEqual({}, self._get_allocations_by_server_uuid(
+            server['id']))
+
+        reached = threading.Event()
+        release = threading.Event()
+        self.addCleanup(release.set)
+        original = compute_manager.ComputeManager.unshelve_instance
+
+        def unshelve(manager, *args, **kwargs):
+            reached.set()
+            release.wait(TIMEOUT)
+            return original(manager, *args, **kwargs)
+
+        self.stub_out('nova.compute.manager.ComputeManager.'
+                      'unshelve_instance', unshelve)
+        self.api.post_server_action(server['id'], {'unshelve': None})
+        self.wait_for(reached, 'the compute\'s unshelve', TIMEOUT)
+        self.assertNotEqual({}, self._get_allocations_by_server_uuid(
+            server['id']), 'the scheduler claimed nothing for the unshelve')
+
+        response, failed = self._delete_during_outage(server)
+        self.assertIn(('delete', '/allocations/%s' % server['id']), failed)
+        # On vanilla nova the record is gone and its allocations are not.
+        self.assert_no_leaked_allocations()
+        self.assert_refused_for_placement(response, failed)
+        current = self.api.get_server(server['id'])
+        self.assertEqual('SHELVED_OFFLOADED', current['status'])
+        self.assertEqual('unshelving', current['OS-EXT-STS:task_state'])
+
+        release.set()
+        server = self._wait_for_state_change(server, 'ACTIVE')
         self.assert_retry_deletes(server)
         self.assert_server_left_nothing(server)
         self.assert_no_guest_left(server)

@@ -176,25 +176,26 @@ def _local_delete(self, context, instance, bdms, delete_type, cb):
     (an evacuation or a revert whose compute went down), which nothing
     else removes: see delete_allocations_of_migrations.
 
-    Here, for an instance on a host, every one of those allocations is
-    deleted first, while the record still names them (its task_state is
-    already DELETING, so a step of a move that writes allocations later
-    sees the delete, see delete_allocations_if_deleted). An instance on
-    no host (shelved offloaded, or buried in cell0) holds none: nova's
-    delete goes on as before. If placement cannot be reached or
-    fails, PlacementUnavailableForDelete is raised before anything else
-    is done: API._delete puts the server back as it was and the user gets
-    a 503 and can retry. An API that dies after the record is destroyed
-    leaves nothing either.
+    Here every one of those allocations is deleted first, while the
+    record still names them (its task_state is already DELETING, so a
+    step of a move that writes allocations later sees the delete, see
+    delete_allocations_if_deleted). That includes an instance on no host
+    in a cell: a build that failed on its compute (ERROR, its host nilled
+    out) or an unshelve being scheduled (SHELVED_OFFLOADED) may hold a
+    claim whose removal failed or has not happened yet. Only an instance
+    buried in cell0 was never scheduled and holds none: nova's delete goes
+    on as before. If placement cannot be reached or fails,
+    PlacementUnavailableForDelete is raised before anything else is done:
+    API._delete puts the server back as it was and the user gets a 503
+    and can retry. An API that dies after the record is destroyed leaves
+    nothing either.
     """
-    if not instance.host:
-        # Shelved offloaded, or never scheduled (in ERROR in cell0): it
-        # holds no allocation of its own, and nova's delete goes on as it
-        # did (one that was moved has its migrations' removed after).
+    cell = getattr(getattr(instance, '_context', None), 'cell_uuid', None)
+    if not instance.host and cell == objects.CellMapping.CELL0_UUID:
+        # Never scheduled: it holds no allocation of its own, and nova's
+        # delete goes on as it did.
         self._local_delete_instance(context, instance, bdms, delete_type,
                                     cb)
-        compute_utils.delete_allocations_of_migrations(
-            context, self.placementclient, instance.uuid)
         return
     _delete_allocations_or_refuse(self.placementclient, context, instance)
     for migration in compute_utils.migrations_of_instance(context,

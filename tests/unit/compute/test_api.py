@@ -193,20 +193,33 @@ class LocalDeleteTestCase(testtools.TestCase):
                              mock.sentinel.bdms, 'delete', mock.sentinel.cb)],
             order.mock_calls)
 
-    @mock.patch('nova.compute.utils.delete_allocations_of_migrations',
-                create=True)
-    def test_instance_on_no_host_is_nova_delete(self, sweep, migrations):
-        # Shelved offloaded, or buried in cell0: no allocation to refuse on.
+    def test_instance_in_cell0_is_nova_delete(self, migrations):
+        # Never scheduled: no allocation to refuse on.
         self.instance.host = None
+        self.instance._context.cell_uuid = objects.CellMapping.CELL0_UUID
         self.delete.return_value = None
         self._local_delete()
         self.compute_api._local_delete_instance.assert_called_once_with(
             mock.sentinel.ctxt, self.instance, mock.sentinel.bdms, 'delete',
             mock.sentinel.cb)
-        sweep.assert_called_once_with(mock.sentinel.ctxt,
-                                      self.compute_api.placementclient, UUID)
         self.delete.assert_not_called()
         migrations.assert_not_called()
+
+    def test_instance_on_no_host_in_a_cell_deletes_first(self, migrations):
+        # A build that failed on its compute, or an unshelve being
+        # scheduled: a claim may be there, and placement is not answering.
+        for cell in ('c6b0d7a4-0000-4000-8000-000000000002', None):
+            self.delete.reset_mock()
+            self.instance.host = None
+            self.instance._context.cell_uuid = cell
+            self.delete.return_value = None
+            self.assertRaises(
+                fixes_exception.PlacementUnavailableForDelete,
+                self._local_delete)
+            self.delete.assert_called_once_with(
+                mock.sentinel.ctxt, UUID, consumer_type='instance',
+                force=True)
+            self.compute_api._local_delete_instance.assert_not_called()
 
     def test_unreachable_placement_refuses_before_anything(self, migrations):
         for unreachable in ('instance', 'migration'):
