@@ -600,6 +600,9 @@ FIX = registry.Fix(
         registry.Target('nova.exception:InstanceDeletedDuringRevert',
                         'nova_fixes.nova.exception:'
                         'InstanceDeletedDuringRevert', new=True),
+        registry.Target('nova.exception:ConfirmNotAnsweredForDelete',
+                        'nova_fixes.nova.exception:'
+                        'ConfirmNotAnsweredForDelete', new=True),
         registry.Target('nova.conductor.tasks.cross_cell_migrate:'
                         'delete_instance_of_deleted_server',
                         'nova_fixes.nova.conductor.tasks.cross_cell_migrate:'

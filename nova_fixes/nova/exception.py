@@ -51,6 +51,26 @@ class PlacementUnavailableForDelete(NovaException):
     safe = True
 
 
+class ConfirmNotAnsweredForDelete(PlacementUnavailableForDelete):
+    """Added to nova.exception (bug 1848343).
+
+    The confirm of the resize of a server being deleted got no reply.
+
+    API._confirm_resize_on_deleting raises it when its RPC call to confirm
+    the resize before the delete times out: the source compute (or the
+    superconductor, for a cross-cell resize) did not answer in time, or
+    its answer was lost. Nothing of the delete was done, and API._delete
+    puts the server's task state back, so the user can delete it again.
+    It is a PlacementUnavailableForDelete so that the servers controller
+    returns it as that one, 503 Service Unavailable, for the same reason:
+    a service the delete needs did not answer and the delete can be
+    retried. Its message is safe to show to users.
+    """
+    msg_fmt = _('The confirm of the resize of server %(instance_uuid)s, '
+                'which its delete needs first, got no reply (%(reason)s), so '
+                'the server was not deleted. The delete can be retried.')
+
+
 class InstanceDeletedDuringRevert(NovaException):
     """Added to nova.exception (bug 1848343).
 

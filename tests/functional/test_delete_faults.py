@@ -299,6 +299,11 @@ class _ConfirmGetsNoReplyTestBase(_DeleteFaultsTestBase):
        back and the call times out (MessagingTimeout): the DELETE fails.
     3. The fault clears; the user deletes the server again: it is taken,
        and nothing is left of the server.
+
+    nova answers the failed DELETE with a 500, as an unexpected error.
+    With the fix it is a 503 that says the delete can be retried (the
+    API cannot tell whether the confirm ran), with the server's task
+    state put back.
     """
 
     #: Whether the source confirmed before its reply was lost.
@@ -327,10 +332,19 @@ class _ConfirmGetsNoReplyTestBase(_DeleteFaultsTestBase):
         server, source, target = self._create_server()
         self._migrate_server(server)
         calls = self._confirm_gets_no_reply()
-        self.api.api_delete('/servers/%s' % server['id'],
-                            check_response_status=[204, 500])
+        response = self.api.api_delete('/servers/%s' % server['id'],
+                                       check_response_status=[204, 500,
+                                                              503])
         self.assertEqual([False], calls, 'the confirm-on-delete was not '
                          'called once')
+        # The user is told to retry, in nova's fault format: not a 500.
+        self.assertNotEqual(500, response.status, base.STUCK +
+                            'the DELETE failed with a 500: %s'
+                            % (response.body,))
+        self.assertEqual(503, response.status, response.body)
+        message = response.body['serviceUnavailable']['message']
+        self.assertIn('got no reply', message)
+        self.assertIn('The delete can be retried', message)
         self.assert_retry_deletes(server)
         self.assert_server_left_nothing(server)
         self.assert_no_guest_left(server)
@@ -352,15 +366,16 @@ class DeleteResizedServerConfirmRequestLostTest(_ConfirmGetsNoReplyTestBase):
 
 
 class DeleteResizedServerConfirmReplyLostTest(_ConfirmGetsNoReplyTestBase):
-    """No-regression case for a delete's faults: the confirm-on-delete's
+    """Regression test for a delete's faults: the confirm-on-delete's
     reply is lost after the source confirmed.
 
     The source's confirm clears the task state itself (its save expects
     None or 'deleting'), so the retry is taken on any nova: the server is
-    ACTIVE on the destination and is deleted there.
+    ACTIVE on the destination and is deleted there. But nova answered the
+    first DELETE with a 500; with the fix it is a 503 saying the delete
+    can be retried.
     """
 
-    recreates = False
     confirmed = True
 
 

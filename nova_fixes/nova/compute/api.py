@@ -14,6 +14,7 @@
 
 from keystoneauth1 import exceptions as ks_exc
 from oslo_log import log as logging
+from oslo_messaging import exceptions as oslo_exceptions
 from oslo_utils import excutils
 
 from nova.compute import utils as compute_utils
@@ -259,19 +260,28 @@ def _confirm_resize_on_deleting(self, context, instance):
     """Replaces API._confirm_resize_on_deleting (bug 1848343).
 
     Confirm the resize of a server being deleted; if that fails while
-    placement is unreachable, refuse the delete with a retryable error.
+    placement is unreachable, or gets no reply, refuse the delete with a
+    retryable error.
 
     The source compute's confirm fails when it cannot reach placement,
     and nova's DELETE then answered 500 (the error went through the
     servers controller as it came), with the server left in its delete
     task state. Here such a failure, when placement does not answer the
     API either, is PlacementUnavailableForDelete: a 503 telling the user
-    to retry (API._delete puts the task state back). Any other failure is
+    to retry (API._delete puts the task state back). A confirm whose RPC
+    call times out (the request or its reply was lost) answered 500 too:
+    it is ConfirmNotAnsweredForDelete, the same 503. Any other failure is
     raised as it was. Nothing is asked of placement while the confirm
     succeeds.
     """
     try:
         self._confirm_resize_before_delete(context, instance)
+    except oslo_exceptions.MessagingTimeout as error:
+        LOG.warning('Refusing to delete the server: the confirm of its '
+                    'resize got no reply (%s). The delete can be retried.',
+                    error, instance=instance)
+        raise exception.ConfirmNotAnsweredForDelete(
+            instance_uuid=instance.uuid, reason=type(error).__name__)
     except Exception as error:
         reason = _placement_unavailable(self.placementclient, context,
                                         instance)

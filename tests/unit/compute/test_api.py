@@ -16,6 +16,7 @@ from unittest import mock
 from keystoneauth1 import exceptions as ks_exc
 from nova import exception
 from nova import objects
+import oslo_messaging
 import testtools
 
 from nova_fixes import fixture
@@ -348,6 +349,21 @@ class ConfirmResizeOnDeletingTestCase(testtools.TestCase):
                 self._confirm)
             self.assertIn(reason, exc.format_message())
             self.assertIn('The delete can be retried', exc.format_message())
+
+    def test_no_reply_is_a_503(self):
+        self.useFixture(fixture.NovaFixes(bugs=[1848343]))
+        self.original.side_effect = oslo_messaging.MessagingTimeout(
+            'No reply on topic compute')
+        exc = self.assertRaises(
+            fixes_exception.PlacementUnavailableForDelete, self._confirm)
+        self.assertIsInstance(exc,
+                              fixes_exception.ConfirmNotAnsweredForDelete)
+        self.assertEqual(503, exc.code)
+        self.assertIn('got no reply (MessagingTimeout)',
+                      exc.format_message())
+        self.assertIn('The delete can be retried', exc.format_message())
+        # Whether placement answers has nothing to do with it.
+        self.probe.assert_not_called()
 
     def test_failure_with_placement_answering_is_raised_as_it_was(self):
         self.original.side_effect = ValueError('something else')
