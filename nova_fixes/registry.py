@@ -37,6 +37,35 @@ SERIES_BY_MAJOR = {
 SUPPORTED_SERIES = tuple(SERIES_BY_MAJOR.values())
 DEFAULT_SERIES = '2026.2'
 
+#: Patch sets made for a distribution's own nova tree rather than the
+#: series' release, where the two differ in what the patches touch:
+#: {name under patches/: (series, the tree it is made from)}. Debian 13
+#: ships nova 31.0.0 with Debian's patches, while patches/2025.1 is made
+#: for 31.3.1, whose unit tests the patches adjust differ (31.3.1 has a
+#: test__complete_deletion, 31.0.0 has not). tools/check_debian_quilt.py
+#: exports the set again on Debian's tree and fails if it is stale.
+DISTRIBUTION_SETS = {
+    'debian-13': ('2025.1', "Debian 13's nova source package, its "
+                  'debian/patches applied'),
+}
+
+
+def check_set(name, series):
+    """Refuse a distribution patch set name that is unknown, or is not
+    one of ``series``.
+    """
+    if name not in DISTRIBUTION_SETS:
+        raise errors.NovaFixesError(
+            'unknown patch set %r; distribution patch sets: %s'
+            % (name, ', '.join('%s (series %s)' % (n, s) for n, (s, _)
+                               in sorted(DISTRIBUTION_SETS.items()))))
+    if DISTRIBUTION_SETS[name][0] != series:
+        raise errors.NovaFixesError(
+            'patch set %s is made for series %s, not %s'
+            % (name, DISTRIBUTION_SETS[name][0], series))
+    return name
+
+
 #: The nova services with an entry point: activate(services=...) patches
 #: only the targets whose code runs in them (none runs in the scheduler).
 SERVICES = ('api', 'compute', 'conductor', 'scheduler')

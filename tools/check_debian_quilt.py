@@ -40,16 +40,23 @@ import subprocess
 import sys
 import tempfile
 
+from nova_fixes import errors
 from nova_fixes.export import patch
 from nova_fixes.export import sdist
 from nova_fixes import registry
 
-#: (Debian release, its suites, the nova-fixes series of the nova it ships)
+#: (Debian release, its suites, the nova-fixes series of the nova it
+#: ships, the patch set a packager of it takes: patches/<set>). Debian 12
+#: ships nova 26.2.2, the release patches/2022.2 is made for; Debian 13
+#: ships 31.0.0, not the 31.3.1 of patches/2025.1, whose unit tests differ
+#: where the patches adjust them: patches/debian-13 is made from Debian's
+#: own tree (registry.DISTRIBUTION_SETS), and checked to be up to date
+#: with the drop-ins on it here.
 RELEASES = (
     ('Debian 12', ('bookworm', 'bookworm-updates', 'bookworm-security'),
-     '2022.2'),
+     '2022.2', '2022.2'),
     ('Debian 13', ('trixie', 'trixie-updates', 'trixie-security'),
-     '2025.1'),
+     '2025.1', 'debian-13'),
 )
 SOURCES = ('/etc/apt/sources.list', '/etc/apt/sources.list.d')
 KEYRING = '/usr/share/keyrings/debian-archive-keyring.gpg'
@@ -101,7 +108,7 @@ class Apt(object):
         os.makedirs(os.path.join(lists, 'partial'), exist_ok=True)
         sources = os.path.join(root, 'sources.list')
         with open(sources, 'w', encoding='utf-8') as f:
-            for _label, suites, _series in RELEASES:
+            for _label, suites, _series, _set in RELEASES:
                 for suite in suites:
                     uri = uris['debian-security' if suite.endswith(
                         '-security') else 'debian']
@@ -207,20 +214,29 @@ def _compare(a, b):
     return 0
 
 
-def quilt_on_debian(tree, series):
-    """Debian's stack, then patches/<series> appended: {name: offsets}."""
+def quilt_on_debian(tree, series, patch_set):
+    """Debian's stack, then patches/<patch_set> appended (a distribution
+    set is checked to be up to date on Debian's tree first): (Debian's
+    patches, ours, {name: offsets}).
+    """
     env = {'QUILT_PATCHES': 'debian/patches', 'QUILT_PC': '.pc'}
     debian_series = os.path.join(tree, 'debian', 'patches', 'series')
     with open(debian_series, encoding='utf-8') as f:
         debian = [line.split()[0] for line in f.read().splitlines()
                   if line.strip() and not line.startswith('#')]
     _run(['quilt', 'push', '-a', '-q'], cwd=tree, env=env)
-    ours = [name for name, _text in patch.series_patches(series)]
-    for name in ours:
-        shutil.copy(os.path.join(patch.patches_dir(series), name),
-                    os.path.join(tree, 'debian', 'patches', name))
+    name = None if patch_set == series else patch_set
+    if name is not None:
+        try:
+            patch.check(series, tree, name=name)
+        except errors.NovaFixesError as e:
+            raise CheckFailed(str(e))
+    ours = [n for n, _text in patch.series_patches(series, name=name)]
+    for n in ours:
+        shutil.copy(os.path.join(patch.patches_dir(series, name=name), n),
+                    os.path.join(tree, 'debian', 'patches', n))
     with open(debian_series, 'a', encoding='utf-8') as f:
-        f.write(''.join(name + '\n' for name in ours))
+        f.write(''.join(n + '\n' for n in ours))
     out = _run(['quilt', 'push', '-a', '--fuzz=0'], cwd=tree, env=env)
     if 'fuzz' in out.lower():
         raise CheckFailed('quilt applied with fuzz:\n' + out)
@@ -257,8 +273,8 @@ def main():
     try:
         apt = Apt(os.path.join(work, 'apt'), archive_uris())
         apt.update()
-        for label, suites, series in RELEASES:
-            what = '%s: patches/%s on Debian\'s nova' % (label, series)
+        for label, suites, series, patch_set in RELEASES:
+            what = '%s: patches/%s on Debian\'s nova' % (label, patch_set)
             try:
                 versions = apt.source_versions(suites)
                 where = os.path.join(work, suites[0])
@@ -266,7 +282,8 @@ def main():
                 os.makedirs(where)
                 version, tree, not_served = apt.source(versions, where,
                                                        series)
-                debian, ours, offsets = quilt_on_debian(tree, series)
+                debian, ours, offsets = quilt_on_debian(tree, series,
+                                                        patch_set)
             except CheckFailed as e:
                 failed += 1
                 print('%s: FAILED: %s' % (what, e))

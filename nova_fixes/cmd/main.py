@@ -83,15 +83,23 @@ def _export(args):
     if args.series == 'all' and args.tree:
         raise errors.ExportError('--tree names one nova tree; give one '
                                  '--series with it')
+    if args.set is not None:
+        registry.check_series(args.series)
+        registry.check_set(args.set, args.series)
+        if not args.tree:
+            raise errors.ExportError(
+                '--set %s is made from %s: give it with --tree'
+                % (args.set, registry.DISTRIBUTION_SETS[args.set][1]))
     for series in series_list:
         args.series = series
         tree = _tree(args)
+        where = 'patches/%s' % (args.set or series)
         if args.check:
-            patch.check(series, tree, root=args.root)
-            print('patches/%s is up to date with the drop-ins' % series)
+            patch.check(series, tree, root=args.root, name=args.set)
+            print('%s is up to date with the drop-ins' % where)
         else:
-            names = patch.write(series, tree, root=args.root)
-            print('patches/%s: %s' % (series, ', '.join(names)))
+            names = patch.write(series, tree, root=args.root, name=args.set)
+            print('%s: %s' % (where, ', '.join(names)))
     return 0
 
 
@@ -141,6 +149,11 @@ def parser():
                    '(default: its released sdist, downloaded with pip)')
     e.add_argument('--check', action='store_true',
                    help='compare instead of writing; exit 2 if stale')
+    e.add_argument('--set', default=None, metavar='NAME',
+                   help='write patches/NAME instead: a distribution\'s '
+                   'own set, made from its tree (--tree); one of %s'
+                   % ', '.join('%s (series %s)' % (n, s) for n, (s, _)
+                               in sorted(registry.DISTRIBUTION_SETS.items())))
     e.add_argument('--root', default=None,
                    help='the nova-fixes source tree holding patches/ '
                    '(default: the one nova_fixes is imported from)')

@@ -297,8 +297,13 @@ def build(series, tree):
     return out
 
 
-def patches_dir(series, root=None):
-    return os.path.join(root or REPO_ROOT, 'patches', series)
+def patches_dir(series, root=None, name=None):
+    """patches/<series>, or patches/<name> for a distribution's set
+    (registry.DISTRIBUTION_SETS).
+    """
+    if name is not None:
+        registry.check_set(name, series)
+    return os.path.join(root or REPO_ROOT, 'patches', name or series)
 
 
 def render(series, tree):
@@ -309,10 +314,12 @@ def render(series, tree):
     return out
 
 
-def write(series, tree, root=None):
-    """Write patches/<series>, replacing what was there."""
+def write(series, tree, root=None, name=None):
+    """Write patches/<series> (or patches/<name>), replacing what was
+    there.
+    """
+    target = patches_dir(series, root, name)
     rendered = render(series, tree)
-    target = patches_dir(series, root)
     tmp = tempfile.mkdtemp(prefix='.%s-' % series,
                            dir=os.path.dirname(target))
     try:
@@ -328,10 +335,10 @@ def write(series, tree, root=None):
     return sorted(rendered)
 
 
-def check(series, tree, root=None):
+def check(series, tree, root=None, name=None):
     """Raise StalePatches naming every file that differs."""
+    target = patches_dir(series, root, name)
     rendered = render(series, tree)
-    target = patches_dir(series, root)
     existing = set(os.listdir(target)) if os.path.isdir(target) else set()
     problems = []
     for name in sorted(set(rendered) | existing):
@@ -345,10 +352,13 @@ def check(series, tree, root=None):
                 if f.read() != rendered[name]:
                     problems.append('%s differs' % name)
     if problems:
+        tree_of = (registry.DISTRIBUTION_SETS[name][1] if name
+                   else 'nova %s tree' % series)
         raise errors.StalePatches(
             'patches/%s is stale against the drop-ins: %s. Run "nova-fixes '
-            'export --series %s --tree <nova %s tree>" and commit the '
-            'result.' % (series, '; '.join(problems), series, series))
+            'export --series %s%s --tree <%s>" and commit the result.'
+            % (name or series, '; '.join(problems), series,
+               ' --set %s' % name if name else '', tree_of))
 
 
 # -- applying --------------------------------------------------------------
@@ -443,15 +453,19 @@ def _find(lines, old, want):
     return None
 
 
-def series_patches(series, root=None):
-    """[(name, text)] of patches/<series>, in the order of its series."""
+def series_patches(series, root=None, name=None):
+    """[(name, text)] of patches/<series> (or patches/<name>), in the
+    order of its series file.
+    """
     registry.check_series(series)
-    directory = patches_dir(series, root)
+    directory = patches_dir(series, root, name)
     listing = os.path.join(directory, 'series')
     if not os.path.isfile(listing):
         raise errors.StalePatches('patches/%s has no series file; run '
-                                  '"nova-fixes export --series %s"'
-                                  % (series, series))
+                                  '"nova-fixes export --series %s%s"'
+                                  % (name or series, series,
+                                     ' --set %s --tree DIR' % name
+                                     if name else ''))
     out = []
     with open(listing, encoding='utf-8') as f:
         for name in f.read().split():

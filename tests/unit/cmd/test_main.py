@@ -124,3 +124,53 @@ class MainTestCase(testtools.TestCase):
         self.assertEqual(2, exc.code)
         self.assertIn('nova-fixes: error: unrecognized arguments: --bogus',
                       self.stderr.getvalue())
+
+
+class ExportSetTestCase(testtools.TestCase):
+    """export --set: a distribution's own patch set, or a clear error and
+    nothing written.
+    """
+
+    def setUp(self):
+        super(ExportSetTestCase, self).setUp()
+        self.stderr = io.StringIO()
+        self.useFixture(fixtures.MockPatch('sys.stderr', self.stderr))
+        self.root = self.useFixture(fixtures.TempDir()).path
+        self.write = self.useFixture(fixtures.MockPatch(
+            'nova_fixes.export.patch.write')).mock
+
+    def _export(self, *args):
+        return main.main(['export', '--root', self.root] + list(args))
+
+    def test_unknown_set(self):
+        self.assertEqual(2, self._export('--series', '2025.1', '--set',
+                                         'debian-12', '--tree', self.root))
+        self.assertIn("unknown patch set 'debian-12'; distribution patch "
+                      "sets: debian-13 (series 2025.1)",
+                      self.stderr.getvalue())
+        self.write.assert_not_called()
+
+    def test_set_of_another_series(self):
+        self.assertEqual(2, self._export('--series', '2024.2', '--set',
+                                         'debian-13', '--tree', self.root))
+        self.assertIn('patch set debian-13 is made for series 2025.1, not '
+                      '2024.2', self.stderr.getvalue())
+        self.write.assert_not_called()
+
+    def test_set_needs_its_tree(self):
+        self.assertEqual(2, self._export('--series', '2025.1', '--set',
+                                         'debian-13'))
+        self.assertIn("--set debian-13 is made from Debian 13's nova",
+                      self.stderr.getvalue())
+        self.write.assert_not_called()
+
+    def test_set_is_written_under_its_name(self):
+        self.write.return_value = ['0001-x.patch', 'series']
+        stdout = self.useFixture(fixtures.MockPatch(
+            'sys.stdout', io.StringIO())).mock
+        self.assertEqual(0, self._export('--series', '2025.1', '--set',
+                                         'debian-13', '--tree', self.root))
+        self.write.assert_called_once_with('2025.1', self.root,
+                                           root=self.root, name='debian-13')
+        self.assertEqual('patches/debian-13: 0001-x.patch, series\n',
+                         stdout.getvalue())
