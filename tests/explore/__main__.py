@@ -17,9 +17,11 @@ operation, on vanilla nova and on the fixed one.
     tox -e explore -- [options] [OPERATION-PATTERN...]
 
 Runs one worker process per (side, operation), --jobs at a time, prints
-the matrix operation x step (vanilla delete/down, fixed delete/down),
-the details of what is not OK, a "N passed, N failed" line, and ends with
-one "explored (<side>): S steps, L leaks, W wrong, E errors" line per side.
+the matrix operation x step (each side in each variant: delete, down,
+outage, timeout), the details of what is not OK, an "explored (<side>,
+<variant>): S steps, L leaks, W wrong, E errors, K stuck" line per side
+and variant, a "N passed, N failed" line, and ends with one such
+"explored (<side>): ..." total per side.
 Exits non-zero if a fixed-side run is not OK, a known bug of vanilla
 nova (KNOWN_VANILLA_LEAKS) is not found, or a worker fails: exits
 non-zero, is killed at the run's deadline (--deadline) or leaves a run it
@@ -41,12 +43,12 @@ import time
 
 from tests.explore import operations
 
-VARIANTS = ('delete', 'down', 'outage')
+VARIANTS = ('delete', 'down', 'outage', 'timeout')
 RESULTS = ('OK', 'LEAK', 'WRONG', 'STUCK', 'ERROR', 'N/A')
 
-#: The CI subset, both variants: a boot, bug 1848343's revert paths, a
+#: The CI subset, every variant: a boot, bug 1848343's revert paths, a
 #: live migration (its scheduler's claim after the delete) and one rolled
-#: back. About 4 minutes on 2 cores, both sides.
+#: back. About 7 minutes on 2 cores, both sides (see the README).
 CI_OPERATIONS = ('boot', 'cold-migrate-revert', 'live-migrate',
                  'live-migrate-pre-fails')
 
@@ -85,6 +87,12 @@ KNOWN_VANILLA_LEAKS = {
         '1848343 a live migration\'s claim after the delete',
     ('cross-cell-resize-confirm', 'ComputeTaskManager._cold_migrate',
      'delete'): '1848343 a cross-cell resize\'s claim after the delete',
+    # The source's call of post_live_migration_at_destination gets no
+    # reply: the server goes to ERROR and the migration to 'error' with
+    # the source's allocations, which nova's delete leaves (the fixes'
+    # delete removes those of a migration that may still hold them).
+    ('live-migrate', 'rpc compute-alt.post_live_migration_at_destination',
+     'timeout'): '1848343 a live migration whose last call got no reply',
 }
 
 
@@ -284,7 +292,8 @@ def expected_cells(ops, steps, variants, sides):
                 own = rows[1:]
             expected.append((side, op, 'after', 'delete'))
             expected += [(side, op, step, variant)
-                         for step in own for variant in variants]
+                         for step in own for variant in variants
+                         if variant != 'timeout' or step.startswith('rpc ')]
     return expected
 
 
@@ -318,7 +327,10 @@ def _print_matrix(ops, steps, cells, variants, sides, out):
         for step in rows[op]:
             row = []
             for side, variant in columns:
-                if step == 'after' and variant != 'delete':
+                if (step == 'after' and variant != 'delete') or (
+                        variant == 'timeout' and not step.startswith('rpc ')):
+                    # Not run: the control is a delete; only an RPC
+                    # message can lose its reply.
                     row.append('%-7s' % '')
                     continue
                 # '-': not a step of that side's recording.
@@ -418,9 +430,13 @@ def main(argv=None):
                         help='a nova tree the fixed side imports ahead of '
                         'the installed nova (PYTHONPATH)')
     parser.add_argument('--variants', default=','.join(VARIANTS),
-                        help='delete (the API deletes through the '
-                        'compute), down (the compute is down: the API '
-                        'deletes locally), or both (default)')
+                        help='comma-separated, all by default: delete '
+                        '(the API deletes through the compute), down (the '
+                        'compute is down: the API deletes locally), outage '
+                        '(placement unreachable from the step until nova '
+                        'settles, then the DELETE retried), timeout (the '
+                        'RPC call of the step gets no reply, then the '
+                        'servers deleted)')
     parser.add_argument('--steps', type=int, default=0,
                         help='explore only the first N steps of each')
     parser.add_argument('--all-entries', action='store_true',

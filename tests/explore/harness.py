@@ -21,6 +21,11 @@ in a child process of its own (tests.explore.forked):
 - ``record``: the operation runs undisturbed while the tracker records
   its steps; then the server is deleted and the invariants checked (the
   ``after`` point: the harness' own control);
+- ``inject`` in variant ``timeout``: the operation runs, and the RPC
+  call of the target step gets no reply (its callee runs it; the caller's
+  timeout fires); once nova has settled, the user deletes each server
+  still there, and one not gone is STUCK; the invariants are checked as
+  below. A step that is no RPC call is N/A.
 - ``inject``: the operation runs until the target step, which is held;
   the server is deleted through the API (variant ``down``: with its
   compute down, so the API deletes it locally; variant ``outage``:
@@ -61,6 +66,10 @@ from tests.functional import base
 SETTLE_TIMEOUT = 60
 DELETE_TIMEOUT = 15
 OP_TIMEOUT = 90
+#: A gate of the operation is polled this often; in variant timeout the
+#: wait ends once nova has had nothing in flight for GATE_IDLE seconds.
+GATE_POLL = 0.2
+GATE_IDLE = 2
 #: Every manager method is a step (tracker.NOT_STEPS is ignored).
 ALL_ENTRIES = False
 
@@ -226,8 +235,22 @@ class ExploreCase(base.NovaFixesTestMixin,
         return event
 
     def wait_gate(self, event):
-        if not event.wait(OP_TIMEOUT):
-            raise RuntimeError('a gate of the operation was never opened')
+        deadline = time.monotonic() + OP_TIMEOUT
+        idle = 0
+        while not event.wait(GATE_POLL):
+            if time.monotonic() > deadline:
+                raise RuntimeError('a gate of the operation was never '
+                                   'opened')
+            if self.plan is None or self.plan[0] != 'inject' or (
+                    self.plan[2] != 'timeout'):
+                continue
+            # A lost reply can end the operation before the point that
+            # opens the gate: nova then has nothing left to run.
+            idle = 0 if self.tracker.busy() else idle + 1
+            if idle * GATE_POLL >= GATE_IDLE:
+                raise RuntimeError('nova has nothing left to run and the '
+                                   'gate is still closed: the operation '
+                                   'ended before it')
 
     def compute_down(self, host):
         """The API sees the compute of ``host`` down from now on."""
@@ -325,6 +348,9 @@ class ExploreCase(base.NovaFixesTestMixin,
                     'the operation failed undisturbed: ' + error)
                 return
             self._delete_all(down=False)
+        elif self.plan[2] == 'timeout':
+            if not self._timeout(self.plan[1]):
+                return
         else:
             _, step, variant = self.plan
             self.tracker.arm(target=step)
@@ -338,6 +364,37 @@ class ExploreCase(base.NovaFixesTestMixin,
         op.restore(self)
         self.settle()
         self._check()
+
+    def _timeout(self, step):
+        """Variant ``timeout``: the RPC call at ``step`` gets no reply (its
+        callee runs it, the reply is lost and the caller's timeout fires,
+        see tracker._lose_reply). The operation goes on as nova makes it;
+        once it has settled, the user deletes each server still there,
+        which must go (_retry_delete).
+
+        :returns: whether the run goes on to the checks
+        """
+        tracker = self.tracker
+        tracker.arm(target=step, fault='timeout')
+        error = self._drive(OP_TIMEOUT, wait=True)
+        tracker.disarm()
+        if not tracker.reached.is_set():
+            self._outcome_.error('step not reached: the operation %s '
+                                 'without it' % ('ended (%s)' % error
+                                                 if error else 'ended'))
+            return False
+        if tracker.fault_applied != 'call':
+            self._outcome_.result = 'N/A'
+            self._outcome_.details = [
+                'not an RPC call (%s): no reply to lose'
+                % tracker.fault_applied]
+            return False
+        if error:
+            # What the user saw: the operation failed, or went elsewhere.
+            self._outcome_.details.append('operation: ' + error)
+        self.settle()
+        self.deleted.set()
+        return self._retry_delete()
 
     def _drive(self, timeout, wait):
         """Run the operation in a thread of its own."""
@@ -427,13 +484,19 @@ class ExploreCase(base.NovaFixesTestMixin,
 
     def _retry_after_outage(self):
         """Placement is back: the user deletes again each server still
+        there (_retry_delete).
+        """
+        self._outage.clear()
+        self.settle()
+        return self._retry_delete()
+
+    def _retry_delete(self):
+        """The fault has cleared: the user deletes each server still
         there, and it must go. One that does not within DELETE_TIMEOUT is
         STUCK.
 
         :returns: whether the run goes on to the checks
         """
-        self._outage.clear()
-        self.settle()
         self._stuck = []
         for server in self.servers:
             try:
@@ -442,8 +505,8 @@ class ExploreCase(base.NovaFixesTestMixin,
                 continue
             except Exception as e:
                 self._outcome_.details.append(
-                    'DELETE after the outage: %s: %s' % (type(e).__name__,
-                                                         e))
+                    'DELETE after the fault: %s: %s' % (type(e).__name__,
+                                                        e))
         for server in self.servers:
             deadline = time.monotonic() + DELETE_TIMEOUT
             while (not self._gone(server['id']) and
@@ -454,7 +517,7 @@ class ExploreCase(base.NovaFixesTestMixin,
             if not self._gone(server['id']):
                 current = self.admin_api.get_server(server['id'])
                 self._stuck.append('server %s still there %ss after the '
-                                   'DELETE retried once placement was back: '
+                                   'DELETE retried once the fault cleared: '
                                    '%s, task_state %s' % (
                                        server['id'][:8], DELETE_TIMEOUT,
                                        current['status'],

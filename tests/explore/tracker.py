@@ -115,8 +115,13 @@ class Tracker(object):
         self.unholdable = []
         self._counts = collections.Counter()
         self._local = threading.local()
-        # The hold.
+        # The hold, or the fault made at the target instead (``fault``
+        # 'timeout': the RPC call's reply is lost, see _lose_reply).
         self.target = None
+        self.fault = None
+        #: What the fault found at the target: 'call' (its reply was
+        #: lost), 'cast' (no reply to lose) or 'entry' (no RPC message).
+        self.fault_applied = None
         self.reached = threading.Event()
         #: Set when the target is reached (or the operation has ended).
         self.wake = threading.Event()
@@ -137,11 +142,13 @@ class Tracker(object):
 
     # -- arming --------------------------------------------------------
 
-    def arm(self, record=False, target=None):
+    def arm(self, record=False, target=None, fault=None):
         with self._cond:
             self.armed = True
             self.recording = record
             self.target = target
+            self.fault = fault
+            self.fault_applied = None
             self._counts.clear()
 
     def disarm(self):
@@ -176,6 +183,16 @@ class Tracker(object):
                                        'this time: holding it would '
                                        'deadlock the cell DB fixture')
         if not hit:
+            return
+        if self.fault is not None:
+            # No hold: the RPC server that took the message makes the
+            # fault (process_incoming), in this thread.
+            if kind == 'rpc':
+                self._local.fault = self.fault
+            else:
+                self.fault_applied = 'entry'
+            self.reached.set()
+            self.wake.set()
             return
         self.reached.set()
         self.wake.set()
@@ -293,7 +310,7 @@ class Tracker(object):
                 if is_step(method, tracker.all_entries):
                     tracker.step('rpc', server._target.topic, method,
                                  who=server._target.server)
-                return process(server, incoming)
+                return tracker._process(process, server, incoming)
             finally:
                 tracker._local.rpc = None
                 with tracker._cond:
@@ -337,6 +354,37 @@ class Tracker(object):
         for module, name in MANAGERS:
             hooks += self._manager_hooks(module, name)
         return hooks
+
+    def _process(self, process, server, incoming):
+        """The RPC server processes the message, with the fault the
+        target step makes, if it is this one.
+        """
+        if getattr(self._local, 'fault', None) == 'timeout':
+            self._local.fault = None
+            return self._lose_reply(process, server, incoming)
+        return process(server, incoming)
+
+    def _lose_reply(self, process, server, incoming):
+        """The ``timeout`` fault: the callee runs the RPC call, its reply
+        is lost, and the caller's timeout fires (at once, rather than
+        after rpc_response_timeout: the same for the caller, and every
+        run takes one interleaving, the callee done first). A cast has
+        no reply to lose: it runs as it is.
+        """
+        message = incoming[0]
+        reply_q = getattr(message, '_reply_q', None)
+        if reply_q is None:
+            self.fault_applied = 'cast'
+            return process(server, incoming)
+        self.fault_applied = 'call'
+        message._reply_q = None
+        try:
+            return process(server, incoming)
+        finally:
+            import oslo_messaging
+            reply_q.put((None, oslo_messaging.MessagingTimeout(
+                'Timed out waiting for a reply to %s (the explorer lost '
+                'it)' % message.message.get('method'))))
 
     def _lock_hook(self):
         """oslo.concurrency's lock(), counting the threads that wait for a

@@ -12,7 +12,8 @@
 
 """Explore operations on the nova of this process (NOVA_FIXES_MODE).
 
-    python -m tests.explore.worker --out FILE [--variants delete,down,outage]
+    python -m tests.explore.worker --out FILE
+        [--variants delete,down,outage,timeout]
         [--steps N] OPERATION...
 
 Writes one JSON object a line to FILE: for each operation its recorded
@@ -35,7 +36,7 @@ import testtools
 from tests.explore import harness
 from tests.explore import operations
 
-VARIANTS = ('delete', 'down', 'outage')
+VARIANTS = ('delete', 'down', 'outage', 'timeout')
 
 
 def _case_error(result):
@@ -106,6 +107,9 @@ def _explore_plans(operation, run, variants, limit, write, progress):
         return
     for step in steps:
         for variant in variants:
+            if variant == 'timeout' and step.kind != 'rpc':
+                # Only an RPC message can lose its reply.
+                continue
             began = time.monotonic()
             outcome = run(('inject', step, variant))
             seconds = round(time.monotonic() - began, 1)
