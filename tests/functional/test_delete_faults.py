@@ -117,12 +117,18 @@ class _DeleteFaultsTestBase(base.NovaFixesTestMixin,
     def assert_refused_for_placement(self, response, failed):
         """The DELETE was refused, retryable, in nova's fault format."""
         self.assertTrue(failed, 'the DELETE did not meet the outage')
+        self.assert_retryable_503(response, 'Placement could not be reached')
+
+    def assert_retryable_503(self, response, cause):
+        """Not a 500: a 503 in nova's fault format that names ``cause``
+        and tells the user to retry.
+        """
         self.assertNotEqual(500, response.status, base.STUCK +
                             'the DELETE failed with a 500: %s'
                             % (response.body,))
         self.assertEqual(503, response.status, response.body)
         message = response.body['serviceUnavailable']['message']
-        self.assertIn('Placement could not be reached', message)
+        self.assertIn(cause, message)
         self.assertIn('The delete can be retried', message)
 
     def assert_retry_deletes(self, server, timeout=RETRY_TIMEOUT):
@@ -338,13 +344,7 @@ class _ConfirmGetsNoReplyTestBase(_DeleteFaultsTestBase):
         self.assertEqual([False], calls, 'the confirm-on-delete was not '
                          'called once')
         # The user is told to retry, in nova's fault format: not a 500.
-        self.assertNotEqual(500, response.status, base.STUCK +
-                            'the DELETE failed with a 500: %s'
-                            % (response.body,))
-        self.assertEqual(503, response.status, response.body)
-        message = response.body['serviceUnavailable']['message']
-        self.assertIn('got no reply', message)
-        self.assertIn('The delete can be retried', message)
+        self.assert_retryable_503(response, 'got no reply')
         self.assert_retry_deletes(server)
         self.assert_server_left_nothing(server)
         self.assert_no_guest_left(server)
