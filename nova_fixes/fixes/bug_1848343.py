@@ -548,6 +548,103 @@ def compute_delete_tests_placement_answers(files):
     return changed
 
 
+def _class_setup(tree, path, name):
+    cls = next((node for node in ast.walk(tree)
+                if isinstance(node, ast.ClassDef) and node.name == name),
+               None)
+    setup = edits.function(cls, 'setUp') if cls else None
+    if setup is None:
+        raise errors.ExportError('%s: no %s.setUp' % (path, name))
+    return setup
+
+
+def usage_tests_placement_answers(files):
+    """Give nova's unit tests of usage notifications a placement that
+    answers.
+
+    UsageInfoTestCase's tests end by terminating their server on a compute
+    with no placement; the compute's delete now fails, the record kept,
+    when the allocations cannot be deleted.
+    """
+    path = 'nova/tests/unit/compute/test_utils.py'
+
+    def edit(text):
+        setup = _class_setup(ast.parse(text), path, 'UsageInfoTestCase')
+        call = next((stmt for stmt in setup.body
+                     if 'super(' in ast.get_source_segment(text, stmt)),
+                    None)
+        if call is None:
+            raise errors.ExportError('%s: UsageInfoTestCase.setUp does not '
+                                     'call super().setUp()' % path)
+        indent = ' ' * call.col_offset
+        lines = text.splitlines(True)
+        lines.insert(call.end_lineno, (
+            "%s# The compute's delete fails when placement does not answer.\n"
+            "%sself.stub_out('nova.scheduler.client.report."
+            "SchedulerReportClient.'\n"
+            "%s              'delete_allocation_for_instance',\n"
+            "%s              lambda *args, **kwargs: True)\n"
+            % ((indent,) * 4)))
+        return ''.join(lines)
+
+    return edits.edit_python(files, path, edit)
+
+
+def claim_tests_have_migration(files):
+    """Give nova's unit tests of the conductor's claims the migration the
+    claim is made for.
+
+    Once the destination is claimed, the conductor looks the server up
+    and, if it was deleted, removes what the claim and the migration hold.
+    LiveMigrationTaskTestCase's migration has no uuid and no database to
+    look the server up in: it gets a uuid and a server that exists.
+    test_cold_migrate_exception_host_in_error_state_and_raise has no
+    server in its database, which would look deleted: the check is
+    mocked there.
+    """
+    live = 'nova/tests/unit/conductor/tasks/test_live_migrate.py'
+    cold = 'nova/tests/unit/conductor/test_conductor.py'
+
+    def edit_live(text):
+        setup = _class_setup(ast.parse(text), live,
+                             'LiveMigrationTaskTestCase')
+        stmt = next((stmt for stmt in setup.body
+                     if ast.get_source_segment(text, stmt) ==
+                     'self.migration = objects.Migration()'), None)
+        if stmt is None:
+            raise errors.ExportError(
+                '%s: LiveMigrationTaskTestCase.setUp makes no '
+                'objects.Migration()' % live)
+        indent = ' ' * stmt.col_offset
+        lines = text.splitlines(True)
+        lines[stmt.lineno - 1] = (
+            "%sself.migration = objects.Migration(uuid=uuids.migration)\n"
+            "%s# Once the destination is claimed the server is looked up.\n"
+            "%sself.stub_out('nova.compute.utils.is_instance_deleted',\n"
+            "%s              lambda *args, **kwargs: False)\n"
+            % ((indent,) * 4))
+        return ''.join(lines)
+
+    def edit_cold(text):
+        name = 'test_cold_migrate_exception_host_in_error_state_and_raise'
+        func = edits.function(ast.parse(text), name)
+        if func is None or not func.decorator_list:
+            raise errors.ExportError('%s: no %s' % (cold, name))
+        indent = ' ' * func.col_offset
+        lines = text.splitlines(True)
+        lines.insert(func.decorator_list[0].lineno - 1, (
+            "%s# The server is not in the database: it would look deleted.\n"
+            "%s@mock.patch('nova.compute.utils.delete_allocations_if_"
+            "deleted',\n"
+            "%s            new=mock.Mock(return_value=False))\n"
+            % ((indent,) * 3)))
+        return ''.join(lines)
+
+    changed = edits.edit_python(files, live, edit_live)
+    changed.update(edits.edit_python(files, cold, edit_cold))
+    return changed
+
+
 FIX = registry.Fix(
     bug=1848343,
     title='Reverting migration-based allocations leaks allocations if '
@@ -742,6 +839,8 @@ FIX = registry.Fix(
                     revert_allocation_assertions, confirm_rollback_failure,
                     local_delete_tests_mock_placement,
                     confirm_resize_tests_read_migration,
-                    compute_delete_tests_placement_answers),
+                    compute_delete_tests_placement_answers,
+                    usage_tests_placement_answers,
+                    claim_tests_have_migration),
     ),
 )

@@ -80,8 +80,10 @@ def _schedule(self):
     move stops.
     """
     selection = self._schedule_destination()
+    # The migration _preallocate_migration made, if it ran.
+    migration = self._migration
     if compute_utils.delete_allocations_if_deleted(
             self.context, self.reportclient, self.instance.uuid,
-            self._migration.uuid):
+            migration.uuid if migration is not None else None):
         raise exception.InstanceNotFound(instance_id=self.instance.uuid)
     return selection

@@ -71,3 +71,36 @@ class RevertAllocationForMigrationTestCase(testtools.TestCase):
         self.assertRaises(exception.AllocationMoveFailed, self._revert)
         check.assert_called_once_with(self.context, client.return_value,
                                       'instance-uuid', 'migration-uuid')
+
+
+@mock.patch('nova.compute.utils.delete_allocations_if_deleted', create=True)
+class ScheduleTestCase(testtools.TestCase):
+    """MigrationTask._schedule: the claim is checked once it is written."""
+
+    def setUp(self):
+        super(ScheduleTestCase, self).setUp()
+        self.task = mock.Mock(instance=mock.Mock(uuid='instance-uuid'),
+                              _migration=mock.Mock(uuid='migration-uuid'))
+        self.task._schedule_destination.return_value = mock.sentinel.found
+
+    def test_claim_kept_when_the_server_exists(self, check):
+        check.return_value = False
+        self.assertIs(mock.sentinel.found, migrate._schedule(self.task))
+        check.assert_called_once_with(self.task.context,
+                                      self.task.reportclient,
+                                      'instance-uuid', 'migration-uuid')
+
+    def test_deleted_server_stops_the_move(self, check):
+        check.return_value = True
+        self.assertRaises(exception.InstanceNotFound, migrate._schedule,
+                          self.task)
+
+    def test_no_migration_checks_the_instance_consumer(self, check):
+        # A task whose _preallocate_migration did not run (nova's unit
+        # tests mock it) has no migration consumer to check.
+        self.task._migration = None
+        check.return_value = False
+        migrate._schedule(self.task)
+        check.assert_called_once_with(self.task.context,
+                                      self.task.reportclient,
+                                      'instance-uuid', None)
