@@ -18,7 +18,7 @@ operation, on vanilla nova and on the fixed one.
 
 Runs one worker process per (side, operation), --jobs at a time, prints
 the matrix operation x step (each side in each variant: delete, down,
-outage, timeout), the details of what is not OK, an "explored (<side>,
+outage, timeout, restart), the details of what is not OK, an "explored (<side>,
 <variant>): S steps, L leaks, W wrong, E errors, K stuck" line per side
 and variant, a "N passed, N failed" line, and ends with one such
 "explored (<side>): ..." total per side.
@@ -43,14 +43,19 @@ import time
 
 from tests.explore import operations
 
-VARIANTS = ('delete', 'down', 'outage', 'timeout')
+VARIANTS = ('delete', 'down', 'outage', 'timeout', 'restart')
 RESULTS = ('OK', 'LEAK', 'WRONG', 'STUCK', 'ERROR', 'N/A')
 
-#: The CI subset, every variant: a boot, bug 1848343's revert paths, a
-#: live migration (its scheduler's claim after the delete) and one rolled
-#: back. About 7 minutes on 2 cores, both sides (see the README).
+#: The CI subset: a boot, bug 1848343's revert paths, a live migration
+#: (its scheduler's claim after the delete) and one rolled back, in every
+#: variant but ``restart``. About 5 minutes on 2 cores, both sides (see
+#: the README). ``restart`` is left out while its one fixed-side LEAK is
+#: open (a live migration's source restarted in
+#: _delete_allocation_after_move, see the README); ``--ci --variants
+#: restart`` runs it on the same operations.
 CI_OPERATIONS = ('boot', 'cold-migrate-revert', 'live-migrate',
                  'live-migrate-pre-fails')
+CI_VARIANTS = ('delete', 'down', 'outage', 'timeout')
 
 #: What the explorer must find on vanilla nova, unaided: (operation, step,
 #: variant) that must be LEAK there. Bug 1848343's revert paths: the
@@ -429,14 +434,16 @@ def main(argv=None):
     parser.add_argument('--fixed-path', metavar='DIR',
                         help='a nova tree the fixed side imports ahead of '
                         'the installed nova (PYTHONPATH)')
-    parser.add_argument('--variants', default=','.join(VARIANTS),
+    parser.add_argument('--variants',
                         help='comma-separated, all by default: delete '
                         '(the API deletes through the compute), down (the '
                         'compute is down: the API deletes locally), outage '
                         '(placement unreachable from the step until nova '
                         'settles, then the DELETE retried), timeout (the '
                         'RPC call of the step gets no reply, then the '
-                        'servers deleted)')
+                        'servers deleted), restart (the service running '
+                        'the step restarts there, then the servers '
+                        'deleted); --ci: all but restart')
     parser.add_argument('--steps', type=int, default=0,
                         help='explore only the first N steps of each')
     parser.add_argument('--all-entries', action='store_true',
@@ -456,6 +463,8 @@ def main(argv=None):
                         'variant over the jobs, plus %d s)'
                         % (DEADLINE_PER_UNIT, DEADLINE_BASE))
     args = parser.parse_args(argv)
+    if args.variants is None:
+        args.variants = ','.join(CI_VARIANTS if args.ci else VARIANTS)
     args.variants = args.variants.split(',')
     sides = args.sides.split(',')
     if set(args.variants) - set(VARIANTS) or not args.variants:

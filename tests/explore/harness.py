@@ -113,6 +113,7 @@ class ExploreCase(base.NovaFixesTestMixin,
         self.useFixture(fixtures.MonkeyPatch(
             'nova.tests.fixtures.CellDatabases.setUp', capture))
         self._hooked = False
+        self._services = {}
         if self.operation.cells:
             self.NUMBER_OF_CELLS = 1 + len(
                 set(self.operation.cells.values()) - {'cell1'})
@@ -139,8 +140,13 @@ class ExploreCase(base.NovaFixesTestMixin,
             self.tracker._cell_lock = self._cells[0]._cell_lock
             for name_, hook in self.tracker.hooks():
                 self.useFixture(fixtures.MonkeyPatch(name_, hook))
-        return super(ExploreCase, self).start_service(
+        service = super(ExploreCase, self).start_service(
             name, host=host, cell_name=cell_name, **kwargs)
+        if name in ('conductor', 'scheduler'):
+            # What variant restart starts again.
+            self._services[name] = (service, (), dict(
+                host=host, cell_name=cell_name, **kwargs))
+        return service
 
     # -- what operations use ---------------------------------------------
 
@@ -242,10 +248,11 @@ class ExploreCase(base.NovaFixesTestMixin,
                 raise RuntimeError('a gate of the operation was never '
                                    'opened')
             if self.plan is None or self.plan[0] != 'inject' or (
-                    self.plan[2] != 'timeout'):
+                    self.plan[2] not in ('timeout', 'restart')):
                 continue
-            # A lost reply can end the operation before the point that
-            # opens the gate: nova then has nothing left to run.
+            # A lost reply, or a step killed by a restart, can end the
+            # operation before the point that opens the gate: nova then
+            # has nothing left to run.
             idle = 0 if self.tracker.busy() else idle + 1
             if idle * GATE_POLL >= GATE_IDLE:
                 raise RuntimeError('nova has nothing left to run and the '
@@ -351,6 +358,9 @@ class ExploreCase(base.NovaFixesTestMixin,
         elif self.plan[2] == 'timeout':
             if not self._timeout(self.plan[1]):
                 return
+        elif self.plan[2] == 'restart':
+            if not self._restart(self.plan[1]):
+                return
         else:
             _, step, variant = self.plan
             self.tracker.arm(target=step)
@@ -395,6 +405,82 @@ class ExploreCase(base.NovaFixesTestMixin,
         self.settle()
         self.deleted.set()
         return self._retry_delete()
+
+    def _restart(self, step):
+        """Variant ``restart``: the service running ``step`` restarts
+        there. The step is held, then its thread ends at the hold
+        (tracker.Killed: nothing nova would have done after it runs, the
+        caller of an RPC call gets no reply) and the service is restarted
+        (a compute's init_host recovery runs, its guests as they were).
+        Once nova has settled, the user deletes each server still there,
+        which must go (_retry_delete).
+
+        :returns: whether the run goes on to the checks
+        """
+        tracker = self.tracker
+        tracker.arm(target=step)
+        self._drive(OP_TIMEOUT, wait=False)
+        reached = tracker.wake.wait(OP_TIMEOUT)
+        if not tracker.reached.is_set():
+            self._outcome_.error(
+                'step not reached: the operation %s without it' % (
+                    'ended (%s)' % self._driver_error[0]
+                    if self._driver_error else 'ended'
+                    if reached else 'timed out'))
+            return False
+        if tracker.hold_error:
+            self._outcome_.error(tracker.hold_error)
+            tracker.release.set()
+            return False
+        self._outcome_.held_owner = tracker.held_owner
+        restart = self._restarter(step, tracker.held_owner)
+        tracker.kill = True
+        tracker.release.set()
+        if not tracker.killed.wait(DELETE_TIMEOUT):
+            self._outcome_.error('the killed step did not end within %ss'
+                                 % DELETE_TIMEOUT)
+            return False
+        restart()
+        self.settle()
+        if not self._driver_done.wait(OP_TIMEOUT):
+            self._outcome_.error('the operation did not finish once its '
+                                 'service restarted')
+            return False
+        if self._driver_error:
+            self._outcome_.details.append(
+                'operation: ' + self._driver_error[0])
+        self.deleted.set()
+        return self._retry_delete()
+
+    def _restarter(self, step, who):
+        """What restarts the service that runs ``step`` (on host ``who``):
+        a compute (ComputeManager, topics compute and compute-alt), the
+        conductor or the scheduler.
+        """
+        if step.owner == 'ComputeManager' or step.owner.startswith(
+                'compute'):
+            if who not in self.computes:
+                raise RuntimeError('step %s runs on %r, which is no compute'
+                                   % (step.label, who))
+
+            def restart():
+                self.computes[who] = self.restart_compute_service(
+                    self.computes[who])
+            return restart
+        for name, owners in (('conductor', ('ComputeTaskManager',
+                                            'ConductorManager')),
+                             ('scheduler', ('SchedulerManager',))):
+            if step.owner in owners or step.owner.startswith(name):
+                break
+        else:
+            raise RuntimeError('no service known to run step %s'
+                               % step.label)
+
+        def restart():
+            service, args, kwargs = self._services[name]
+            service.stop()
+            self.start_service(name, *args, **kwargs)
+        return restart
 
     def _drive(self, timeout, wait):
         """Run the operation in a thread of its own."""

@@ -35,6 +35,16 @@ import functools
 import inspect
 import threading
 
+
+class Killed(BaseException):
+    """The service running the held step restarts there (the explorer's
+    variant ``restart``): the step's thread ends at the hold, and nothing
+    nova would have done after it runs. A BaseException, so that nova's
+    ``except Exception`` handlers (reverting task states, faults) do not
+    run either, as they would not in a process that died.
+    """
+
+
 #: Managers whose method entries are steps (module, class).
 MANAGERS = (
     ('nova.compute.manager', 'ComputeManager'),
@@ -126,6 +136,10 @@ class Tracker(object):
         #: Set when the target is reached (or the operation has ended).
         self.wake = threading.Event()
         self.release = threading.Event()
+        #: Set before ``release``: the held step ends there (Killed).
+        self.kill = False
+        #: Set once the killed step's thread has unwound.
+        self.killed = threading.Event()
         self.held_owner = None
         self.hold_error = None
         # What is in flight.
@@ -200,6 +214,52 @@ class Tracker(object):
             return
         if not self.release.wait(HOLD_TIMEOUT):
             self.hold_error = 'the hold was never released'
+        elif self.kill:
+            # Whatever nova's finally blocks make of it on the way up
+            # (one may raise another exception), the thread is marked.
+            self._local.killed = True
+            raise Killed()
+
+    def _killable(self, func, message, *args, **kwargs):
+        """Run ``func`` at the top of a thread of nova's: a killed step's
+        thread ends there (_unwound).
+        """
+        try:
+            return func(*args, **kwargs)
+        except BaseException:
+            if not self._unwound(message):
+                raise
+
+    def _step_and_process(self, process, server, incoming, method):
+        if is_step(method, self.all_entries):
+            self.step('rpc', server._target.topic, method,
+                      who=server._target.server)
+        return self._process(process, server, incoming)
+
+    def _unwound(self, message=None):
+        """The top of a thread of nova's caught BaseException: True if
+        the thread is a killed step's, which has unwound (_killed).
+        """
+        if not getattr(self._local, 'killed', False):
+            return False
+        self._local.killed = False
+        self._killed(message)
+        return True
+
+    def _killed(self, message=None):
+        """A killed step's thread has unwound. If it ran an RPC call, its
+        caller gets no reply: its timeout fires (at once, as in
+        _lose_reply).
+        """
+        reply_q = getattr(message, '_reply_q', None)
+        if reply_q is not None:
+            import oslo_messaging
+            message._reply_q = None
+            reply_q.put((None, oslo_messaging.MessagingTimeout(
+                'Timed out waiting for a reply to %s (its service '
+                'restarted: the explorer)' % message.message.get(
+                    'method'))))
+        self.killed.set()
 
     # -- in flight -------------------------------------------------------
 
@@ -307,10 +367,9 @@ class Tracker(object):
             try:
                 method = incoming[0].message.get('method')
                 tracker._local.rpc = method
-                if is_step(method, tracker.all_entries):
-                    tracker.step('rpc', server._target.topic, method,
-                                 who=server._target.server)
-                return tracker._process(process, server, incoming)
+                return tracker._killable(
+                    tracker._step_and_process, incoming[0], process, server,
+                    incoming, method)
             finally:
                 tracker._local.rpc = None
                 with tracker._cond:
@@ -325,7 +384,7 @@ class Tracker(object):
             @functools.wraps(func)
             def task(*a, **kw):
                 try:
-                    return func(*a, **kw)
+                    return tracker._killable(func, None, *a, **kw)
                 finally:
                     with tracker._cond:
                         tracker._tasks -= 1

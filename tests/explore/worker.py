@@ -36,7 +36,7 @@ import testtools
 from tests.explore import harness
 from tests.explore import operations
 
-VARIANTS = ('delete', 'down', 'outage', 'timeout')
+VARIANTS = ('delete', 'down', 'outage', 'timeout', 'restart')
 
 
 def _case_error(result):

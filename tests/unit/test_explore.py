@@ -287,6 +287,79 @@ class LoseReplyTest(testtools.TestCase):
         self.assertEqual('entry', self.tracker.fault_applied)
 
 
+class KillTest(testtools.TestCase):
+    """The restart variant: the held step's thread ends at the hold, the
+    caller of an RPC call gets no reply.
+    """
+
+    def setUp(self):
+        super(KillTest, self).setUp()
+        self.tracker = tracker.Tracker()
+        self.step = tracker.Step('entry', 'ComputeManager', '_prep_resize', 1)
+        self.tracker.arm(target=self.step)
+        self.tracker.kill = True
+        self.tracker.release.set()
+
+    def _held(self, after=None):
+        """The step, as nova's thread reaches it; ``after`` stands for
+        what nova does once the step returns.
+        """
+        self.tracker.step('entry', 'ComputeManager', '_prep_resize')
+        if after:
+            after()
+
+    def test_nothing_after_the_step_runs(self):
+        after = []
+        self.assertRaises(tracker.Killed, self._held,
+                          lambda: after.append('ran'))
+        self.assertEqual([], after)
+        # A BaseException: nova's "except Exception" does not take it.
+        self.assertFalse(issubclass(tracker.Killed, Exception))
+
+    def test_the_callers_timeout_fires(self):
+        import queue
+
+        import oslo_messaging
+        reply_q = queue.Queue()
+        message = _Message(reply_q)
+        try:
+            self._held()
+        except BaseException:
+            self.assertTrue(self.tracker._unwound(message))
+        self.assertTrue(self.tracker.killed.is_set())
+        reply, failure = reply_q.get_nowait()
+        self.assertIsNone(reply)
+        self.assertIsInstance(failure, oslo_messaging.MessagingTimeout)
+
+    def test_unwound_whatever_a_finally_block_raised(self):
+        def finally_raises():
+            try:
+                self._held()
+            finally:
+                # As nova's build does when its result is unbound.
+                raise UnboundLocalError('result')
+
+        try:
+            finally_raises()
+        except BaseException as e:
+            self.assertIsInstance(e, UnboundLocalError)
+            self.assertTrue(self.tracker._unwound())
+        self.assertTrue(self.tracker.killed.is_set())
+
+    def test_another_threads_exception_is_not_taken(self):
+        try:
+            raise ValueError('not a killed step')
+        except BaseException:
+            self.assertFalse(self.tracker._unwound())
+        self.assertFalse(self.tracker.killed.is_set())
+
+    def test_without_kill_the_step_goes_on(self):
+        self.tracker.kill = False
+        after = []
+        self._held(lambda: after.append('ran'))
+        self.assertEqual(['ran'], after)
+
+
 def _writer(*records, code=0):
     """A worker's command line that writes `records` (str: as it is) to
     its --out, then exits with `code`.
@@ -392,6 +465,27 @@ class MainTest(testtools.TestCase):
             lines[-3:])
         self.assertIn('worker fixed live-migrate-pre-fails failed: worker '
                       'exit 3; 1 runs without a record', lines)
+
+    def _variants_given(self, argv):
+        outdir = self.useFixture(fixtures.TempDir()).path
+        self.useFixture(fixtures.MonkeyPatch('sys.stdout', io.StringIO()))
+        commands = []
+
+        def command(args, out, op):
+            commands.append(args.variants)
+            return _writer()(args, out, op)
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'tests.explore.__main__._worker_command', command))
+        explore.main(argv + ['--out', outdir])
+        return set(map(tuple, commands))
+
+    def test_ci_runs_every_variant_but_restart(self):
+        self.assertEqual({('delete', 'down', 'outage', 'timeout')},
+                         self._variants_given(['--ci']))
+        self.assertEqual({('restart',)}, self._variants_given(
+            ['--ci', '--variants', 'restart']))
+        self.assertEqual({explore.VARIANTS}, self._variants_given(['boot']))
 
     def test_default_deadline(self):
         self.useFixture(fixtures.MonkeyPatch('os.cpu_count', lambda: 2))
