@@ -63,7 +63,10 @@ for any of its migrations.
   completed live migration (placement unreachable, which the report
   client only logs, or a failure), _delete_allocation_after_move
   records the migration 'error', and the delete of the server removes
-  them.
+  them. A source that stops between recording the migration and
+  removing its allocations removes them when it starts again: init_host
+  reads what its nodes hold (one placement request per node) and the
+  finished migrations from this host among those consumers (one query).
 
 * Every step that writes allocations for a server during a move checks
   afterwards, never before, whether the instance is deleted or being
@@ -759,6 +762,24 @@ FIX = registry.Fix(
                         original_as='_rebuild_instance_with_claim',
                         series=('2022.2',), services=('compute',)),
         registry.Target('nova.compute.manager:'
+                        'ComputeManager._remove_allocations_of_finished_'
+                        'moves',
+                        'nova_fixes.nova.compute.manager:'
+                        '_remove_allocations_of_finished_moves', new=True,
+                        services=('compute',)),
+        registry.Target('nova.compute.manager:ComputeManager.init_host',
+                        'nova_fixes.nova.compute.manager:init_host',
+                        original_as='_init_host_as_nova_does',
+                        series=('2023.1', '2023.2', '2024.1', '2024.2',
+                                '2025.1', '2025.2', '2026.1', '2026.2'),
+                        services=('compute',)),
+        # nova 26 (2022.2)'s init_host has no service_ref.
+        registry.Target('nova.compute.manager:ComputeManager.init_host',
+                        'nova_fixes.nova.compute.manager:'
+                        'ComputeManagerZed.init_host',
+                        original_as='_init_host_as_nova_does',
+                        series=('2022.2',), services=('compute',)),
+        registry.Target('nova.compute.manager:'
                         'ComputeManager._unshelve_instance',
                         'nova_fixes.nova.compute.manager:_unshelve_instance',
                         original_as='_unshelve_instance_on_host',
@@ -829,7 +850,8 @@ FIX = registry.Fix(
            'bug-1848343-complete-partial-deletions-5b0f3c9e71d2a846.yaml',
            'bug-1848343-conductor-claim-after-delete-3f0b7c21d4e95a68.yaml',
            'bug-1848343-delete-while-confirming-6d2a9e18c4b07f35.yaml',
-           'bug-1848343-cross-cell-delete-0c5b7e93a1d24f68.yaml'),
+           'bug-1848343-cross-cell-delete-0c5b7e93a1d24f68.yaml',
+           'bug-1848343-source-restart-finished-moves-4c7e2a91b05d3f18.yaml'),
     patch=registry.Patch(
         slug='Do-not-leak-allocations-reverting-a-deleted-server-s-move',
         subject="Do not leak allocations reverting a deleted server's move",

@@ -743,3 +743,94 @@ class DeleteDuringUnshelveDuringPlacementOutageTest(_DeleteFaultsTestBase):
         self.assert_retry_deletes(server)
         self.assert_server_left_nothing(server)
         self.assert_no_guest_left(server)
+
+
+class _SourceStopsBeforeReleaseMixin(object):
+    """Regression test for a move's source that stops before it removes
+    the migration's allocations (found by the race explorer's restart
+    variant).
+
+    1. A move ends as it should: the source records the migration
+       'confirmed' (a cold migration's confirm) or 'completed' (a live
+       migration), and stops right then, before it deletes the
+       allocations the migration consumer holds on the source node
+       (_delete_allocation_after_move never runs).
+    2. The source compute service starts again.
+    3. The user deletes the server.
+
+    On nova, nothing ever removes the migration consumer's allocations on
+    the source: the resource tracker only considers moves in progress,
+    and the delete removes those of the server only. The fixes' delete
+    skips finished migrations (its cost does not grow with the server's
+    history), so the restarted source's init_host removes the allocations
+    of finished migrations it was the source of that its nodes still
+    hold. Before the delete, the server holds exactly its flavor on the
+    target.
+    """
+
+    source_guest_stays = False
+
+    def _move(self, server, target):
+        raise NotImplementedError()
+
+    def _source_stops_before_release(self):
+        stopped = threading.Event()
+        self.addCleanup(stopped.set)
+
+        def stop_here(manager, *args, **kwargs):
+            # The service stops here: nothing of the release runs.
+            stopped.set()
+
+        self.stub_out('nova.compute.manager.ComputeManager.'
+                      '_delete_allocation_after_move', stop_here)
+        return stopped
+
+    def test_delete_after_the_restart(self):
+        original = compute_manager.ComputeManager.__dict__[
+            '_delete_allocation_after_move']
+        server, source, target = self._create_server()
+        stopped = self._source_stops_before_release()
+        self._move(server, target)
+        self.wait_for(stopped, 'the source\'s release of the migration\'s '
+                      'allocations', TIMEOUT)
+        server = self._wait_for_state_change(server, 'ACTIVE')
+        self.assertEqual(target, server['OS-EXT-SRV-ATTR:host'])
+        migration = self.get_migration_uuid_for_instance(server['id'])
+        self.assertNotEqual({}, self._get_allocations_by_server_uuid(
+            migration), 'the release ran: nothing to recreate')
+
+        held = self._get_allocations_by_server_uuid(server['id'])
+        target_rp = self._get_provider_uuid_by_host(target)
+        self.assertEqual([target_rp], list(held))
+
+        self.stub_out('nova.compute.manager.ComputeManager.'
+                      '_delete_allocation_after_move', original)
+        self.computes[source] = self.restart_compute_service(
+            self.computes[source])
+        self.assertEqual({}, self._get_allocations_by_server_uuid(
+            migration), base.LEAK + 'the finished migration still holds '
+            'the source node once its source restarted')
+        # The live server keeps exactly its allocations.
+        self.assertEqual(held, self._get_allocations_by_server_uuid(
+            server['id']))
+
+        self.delete_server_and_wait(server)
+        self.assert_server_left_nothing(server)
+
+
+class ConfirmSourceRestartsThenDeleteTest(
+        _SourceStopsBeforeReleaseMixin, _DeleteFaultsTestBase):
+    __doc__ = _SourceStopsBeforeReleaseMixin.__doc__
+
+    def _move(self, server, target):
+        self._migrate_server(server)
+        self._confirm_resize(server)
+
+
+class LiveMigrationSourceRestartsThenDeleteTest(
+        _SourceStopsBeforeReleaseMixin, _DeleteFaultsTestBase):
+    __doc__ = _SourceStopsBeforeReleaseMixin.__doc__
+
+    def _move(self, server, target):
+        self.api.post_server_action(server['id'], {
+            'os-migrateLive': {'host': target, 'block_migration': 'auto'}})

@@ -22,6 +22,7 @@ from nova.compute import power_state
 from nova.compute import utils as compute_utils
 from nova.compute import vm_states
 import nova.conf
+from nova import context as nova_context
 from nova import exception
 from nova import objects
 from nova.objects import fields
@@ -302,6 +303,87 @@ def _confirm_resize(self, context, instance, migration=None):
     self._confirm_resize_on_source(context, instance, migration=migration)
 
 
+def init_host(self, service_ref):
+    """Replaces ComputeManager.init_host (bug 1848343).
+
+    Initialization for a standalone compute service, then the removal of
+    the allocations that moves finished on this source left behind when
+    it stopped (_remove_allocations_of_finished_moves).
+    """
+    self._init_host_as_nova_does(service_ref)
+    # A clean-up: the service starts whatever it meets.
+    try:
+        self._remove_allocations_of_finished_moves(
+            nova_context.get_admin_context())
+    except Exception:
+        LOG.exception('Unable to remove the allocations of moves that '
+                      'finished while this service stopped; "nova-manage '
+                      'placement audit --delete" finds them.')
+
+
+def _remove_allocations_of_finished_moves(self, context):
+    """Added to ComputeManager (bug 1848343).
+
+    Remove the allocations that finished moves still hold on this host's
+    nodes.
+
+    A confirm, or the end of a live migration, records the migration
+    'confirmed' or 'completed' on the source, and then removes what the
+    migration consumer holds on the source node
+    (_delete_allocation_after_move). A source that stops in between
+    (restarted, killed, its host rebooted) leaves those allocations, and
+    nothing else removes them: the resource tracker only considers moves
+    in progress, and the delete of the server skips finished migrations,
+    so that its cost does not grow with the server's history
+    (compute_utils.migrations_of_instance). init_host removes them when
+    the source starts again. What it reads is bounded by what the nodes
+    hold now, not by the host's history: one placement request per node
+    and one database query for the consumers among them that are finished
+    migrations from this host.
+
+    :param context: an admin request context
+    """
+    try:
+        nodes = objects.ComputeNodeList.get_all_by_host(context,
+                                                        self.host)
+    except exception.ComputeHostNotFound:
+        # A first start: nothing was moved from here.
+        return
+    client = self.reportclient
+    for node in nodes:
+        try:
+            held = client.get_allocations_for_resource_provider(
+                context, node.uuid).allocations
+        except Exception:
+            LOG.warning('Unable to read the allocations of compute '
+                        'node %s in placement; those of moves that '
+                        'finished while this service stopped, if any, '
+                        'are left ("nova-manage placement audit '
+                        '--delete" finds them).', node.uuid)
+            continue
+        if not held:
+            continue
+        finished = objects.MigrationList.get_by_filters(
+            context, {'uuid': list(held), 'source_compute': self.host,
+                      'status': ['confirmed', 'completed']})
+        for migration in finished:
+            LOG.info('Migration %(uuid)s is %(status)s but still '
+                     'holds allocations on its source node %(node)s: '
+                     'this service stopped before it removed them. '
+                     'Removing them.', {'uuid': migration.uuid,
+                                        'status': migration.status,
+                                        'node': node.uuid})
+            try:
+                client.delete_allocation_for_instance(
+                    context, migration.uuid, consumer_type='migration',
+                    force=True)
+            except Exception:
+                LOG.exception('Unable to delete the allocations of '
+                              'migration %s in placement; "nova-manage '
+                              'placement audit --delete" finds them.',
+                              migration.uuid)
+
+
 def _do_rebuild_instance_with_claim(
         self, context, instance, orig_image_ref, image_meta,
         injected_files, new_pass, orig_sys_metadata, bdms, evacuate,
@@ -336,10 +418,22 @@ def _do_rebuild_instance_with_claim(
 
 
 class ComputeManagerZed(object):
-    """Replaces ComputeManager._do_rebuild_instance_with_claim of nova 26
-    (2022.2), which has no target_state argument (bug 1848343): the same
-    fix as _do_rebuild_instance_with_claim above.
+    """Replaces ComputeManager methods of nova 26 (2022.2) whose signature
+    differs (bug 1848343): _do_rebuild_instance_with_claim has no
+    target_state argument, init_host no service_ref. The same fixes as
+    _do_rebuild_instance_with_claim and init_host above.
     """
+
+    def init_host(self):
+        """Initialization for a standalone compute service."""
+        self._init_host_as_nova_does()
+        try:
+            self._remove_allocations_of_finished_moves(
+                nova_context.get_admin_context())
+        except Exception:
+            LOG.exception('Unable to remove the allocations of moves that '
+                          'finished while this service stopped; "nova-'
+                          'manage placement audit --delete" finds them.')
 
     def _do_rebuild_instance_with_claim(
             self, context, instance, orig_image_ref, image_meta,

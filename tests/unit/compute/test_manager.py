@@ -390,3 +390,120 @@ class CompletePartialDeletionsTestCase(testtools.TestCase):
         self.assertTrue(task._periodic_task)
         self.assertEqual(manager.CONF.instance_delete_interval,
                          task._periodic_spacing)
+
+
+class RemoveAllocationsOfFinishedMovesTestCase(testtools.TestCase):
+    """What a source left of finished moves when it stopped."""
+
+    def run(self, result=None):
+        # nova's objects are registered by the fixture only: the
+        # drop-in's module is given mocks of the two lists it reads.
+        with mock.patch.object(manager, 'objects') as objs:
+            self.objects = objs
+            return super(RemoveAllocationsOfFinishedMovesTestCase,
+                         self).run(result)
+
+    def setUp(self):
+        super(RemoveAllocationsOfFinishedMovesTestCase, self).setUp()
+        self.compute = mock.Mock(host='host1')
+        self.context = mock.sentinel.context
+        self.reportclient = self.compute.reportclient
+        self.reportclient.get_allocations_for_resource_provider.side_effect = (
+            lambda context, rp: mock.Mock(allocations=self.held[rp]))
+        self.held = {'rp1': {'instance-1': {}, 'migration-1': {}},
+                     'rp2': {}}
+
+    def _remove(self):
+        manager._remove_allocations_of_finished_moves(self.compute,
+                                                      self.context)
+
+    @property
+    def nodes(self):
+        return self.objects.ComputeNodeList.get_all_by_host
+
+    @property
+    def migrations(self):
+        return self.objects.MigrationList.get_by_filters
+
+    def test_finished_migrations_of_this_source_are_removed(self):
+        self.nodes.return_value = [mock.Mock(uuid='rp1'),
+                                   mock.Mock(uuid='rp2')]
+        self.migrations.return_value = [mock.Mock(uuid='migration-1',
+                                                  status='completed')]
+        self._remove()
+        # One query per node holding something, for its consumers only.
+        self.migrations.assert_called_once_with(self.context, {
+            'uuid': ['instance-1', 'migration-1'],
+            'source_compute': 'host1',
+            'status': ['confirmed', 'completed']})
+        self.reportclient.delete_allocation_for_instance.\
+            assert_called_once_with(self.context, 'migration-1',
+                                    consumer_type='migration', force=True)
+
+    def test_nothing_finished_nothing_removed(self):
+        self.nodes.return_value = [mock.Mock(uuid='rp1')]
+        self.migrations.return_value = []
+        self._remove()
+        self.reportclient.delete_allocation_for_instance.assert_not_called()
+
+    def test_first_start_reads_nothing(self):
+        self.nodes.side_effect = exception.ComputeHostNotFound(host='host1')
+        self._remove()
+        self.reportclient.get_allocations_for_resource_provider.\
+            assert_not_called()
+        self.migrations.assert_not_called()
+
+    def test_placement_unreachable_goes_on(self):
+        self.nodes.return_value = [mock.Mock(uuid='rp1'),
+                                   mock.Mock(uuid='rp2')]
+        self.reportclient.get_allocations_for_resource_provider.side_effect = (
+            exception.ResourceProviderAllocationRetrievalFailed(
+                rp_uuid='rp1', error='down'))
+        self._remove()
+        self.migrations.assert_not_called()
+
+    def test_a_failed_delete_does_not_stop_the_others(self):
+        self.nodes.return_value = [mock.Mock(uuid='rp1')]
+        self.migrations.return_value = [
+            mock.Mock(uuid='migration-1', status='confirmed'),
+            mock.Mock(uuid='migration-2', status='completed')]
+        self.reportclient.delete_allocation_for_instance.side_effect = [
+            exception.AllocationDeleteFailed(consumer_uuid='migration-1',
+                                             error='x'), None]
+        self._remove()
+        self.assertEqual(
+            2, self.reportclient.delete_allocation_for_instance.call_count)
+
+
+class InitHostTestCase(testtools.TestCase):
+
+    def test_nova_first_then_the_finished_moves(self):
+        compute = mock.Mock()
+        manager.init_host(compute, mock.sentinel.service_ref)
+        self.assertEqual([
+            mock.call._init_host_as_nova_does(mock.sentinel.service_ref),
+            mock.call._remove_allocations_of_finished_moves(mock.ANY)],
+            compute.mock_calls)
+
+    def test_nova_26(self):
+        compute = mock.Mock()
+        manager.ComputeManagerZed.init_host(compute)
+        self.assertEqual([
+            mock.call._init_host_as_nova_does(),
+            mock.call._remove_allocations_of_finished_moves(mock.ANY)],
+            compute.mock_calls)
+
+    def test_a_failed_init_host_stops_there(self):
+        compute = mock.Mock()
+        compute._init_host_as_nova_does.side_effect = ValueError()
+        self.assertRaises(ValueError, manager.init_host, compute, None)
+        compute._remove_allocations_of_finished_moves.assert_not_called()
+
+    def test_a_failed_clean_up_does_not_stop_the_start(self):
+        compute = mock.Mock()
+        compute._remove_allocations_of_finished_moves.side_effect = (
+            exception.NovaException('no database'))
+        manager.init_host(compute, None)
+        manager.ComputeManagerZed.init_host(compute)
+        self.assertEqual(
+            2, compute._remove_allocations_of_finished_moves.call_count)
