@@ -341,16 +341,16 @@ def check(series, tree, root=None, name=None):
     rendered = render(series, tree)
     existing = set(os.listdir(target)) if os.path.isdir(target) else set()
     problems = []
-    for name in sorted(set(rendered) | existing):
-        path = os.path.join(target, name)
-        if name not in rendered:
-            problems.append('%s is not exported any more' % name)
-        elif name not in existing:
-            problems.append('%s is missing' % name)
+    for file_name in sorted(set(rendered) | existing):
+        path = os.path.join(target, file_name)
+        if file_name not in rendered:
+            problems.append('%s is not exported any more' % file_name)
+        elif file_name not in existing:
+            problems.append('%s is missing' % file_name)
         else:
             with open(path, encoding='utf-8') as f:
-                if f.read() != rendered[name]:
-                    problems.append('%s differs' % name)
+                if f.read() != rendered[file_name]:
+                    problems.append('%s differs' % file_name)
     if problems:
         tree_of = (registry.DISTRIBUTION_SETS[name][1] if name
                    else 'nova %s tree' % series)

@@ -508,3 +508,37 @@ class PatchFileTestCase(testtools.TestCase):
         self.assertEqual(2, rc)
         stderr.seek(0)
         self.assertIn("unknown nova series 'master'", stderr.read())
+
+
+class CheckStaleSetTestCase(testtools.TestCase):
+    """check names what is stale, for a series and for a distribution's
+    set (whose name its file loop once overwrote: KeyError 'series').
+    """
+
+    def _check(self, series, name):
+        root = self.useFixture(fixtures.TempDir()).path
+        target = patch.patches_dir(series, root, name)
+        os.makedirs(target)
+        for file_name, text in (('0001-a.patch', 'old\n'),
+                                ('series', '0001-a.patch\n')):
+            with open(os.path.join(target, file_name), 'w') as f:
+                f.write(text)
+        rendered = {'0001-a.patch': 'new\n', 'series': '0001-a.patch\n'}
+        self.useFixture(fixtures.MockPatchObject(
+            patch, 'render', return_value=rendered))
+        return self.assertRaises(errors.StalePatches, patch.check, series,
+                                 '/tree', root=root, name=name)
+
+    def test_stale_distribution_set(self):
+        error = self._check('2025.1', 'debian-13')
+        self.assertIn('patches/debian-13 is stale against the drop-ins: '
+                      '0001-a.patch differs.', str(error))
+        self.assertIn('--series 2025.1 --set debian-13 --tree <Debian 13',
+                      str(error))
+
+    def test_stale_series(self):
+        error = self._check('2026.2', None)
+        self.assertIn('patches/2026.2 is stale against the drop-ins: '
+                      '0001-a.patch differs.', str(error))
+        self.assertIn('--series 2026.2 --tree <nova 2026.2 tree>',
+                      str(error))
