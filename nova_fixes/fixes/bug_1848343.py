@@ -811,6 +811,10 @@ FIX = registry.Fix(
                         '_confirm_resize_on_deleting',
                         original_as='_confirm_resize_before_delete',
                         services=('api',)),
+        registry.Target('nova.compute.utils:may_have_ports_or_volumes',
+                        'nova_fixes.nova.compute.utils:'
+                        'may_have_ports_or_volumes',
+                        services=('api',)),
         # Last: nova's module has it after the others (the activation
         # tests change the last target's lines).
         registry.Target('nova.compute.api:API._local_delete',

@@ -42,9 +42,13 @@ import threading
 import time
 
 from nova.compute import manager as compute_manager
+from nova.conductor import api as conductor_api
+from nova.conductor import manager as conductor_manager
 from nova import context as nova_context
 from nova import exception
+from nova import objects
 from nova.scheduler.client import report
+from nova import test
 from nova.tests.functional.api import client as api_client
 from nova.tests.functional import integrated_helpers
 
@@ -676,6 +680,93 @@ class DeleteFailedBuildDuringPlacementOutageTest(_DeleteFaultsTestBase):
         self.assertIsNone(current['OS-EXT-STS:task_state'])
         self.assertNotEqual({}, self._get_allocations_by_server_uuid(
             server['id']))
+
+        self.assert_retry_deletes(server)
+        self.assert_server_left_nothing(server)
+
+
+class DeleteDuringRescheduleDuringPlacementOutageTest(
+        _DeleteFaultsTestBase):
+    """Regression test for a delete's placement faults: a server whose
+    build is being rescheduled.
+
+    1. The server's build fails on its compute, after the claim (host
+       set, still BUILDING), while placement is unreachable.
+    2. The user deletes it. The API reads it on its host; the compute
+       reschedules the build meanwhile: it nils out the host, sets the
+       task state 'scheduling' and deletes the claim, which the report
+       client only logs as failed. Then the API saves 'deleting', which
+       refreshes the instance: no host any more. nova's API._delete
+       decided from the instance it read that it had no ports nor volumes,
+       so it destroys the record itself and deletes the allocations after,
+       which the report client only logs again: the DELETE answers 204 and
+       the claim stays with nothing naming it. With the fix the instance
+       is deleted as one that was scheduled: the local delete refuses
+       (503) before anything is destroyed.
+    3. The conductor finds no other host: the server goes to ERROR.
+       Placement is back; the user deletes the server again: nothing is
+       left of it.
+
+    The race explorer's outage variant found it, building two servers
+    (boot-multi): the second one's build met the outage in its claim.
+    """
+
+    def test_retry_the_delete(self):
+        spawning = threading.Event()
+        go = threading.Event()
+        self.addCleanup(go.set)
+
+        def spawn(*args, **kwargs):
+            spawning.set()
+            go.wait(TIMEOUT)
+            raise test.TestingException('the test fails the spawn')
+
+        self.stub_out('nova.virt.fake.FakeDriver.spawn', spawn)
+        rescheduled = self.watch(conductor_api.ComputeTaskAPI,
+                                 'build_instances')
+        gave_up = self.watch(conductor_manager.ComputeTaskManager,
+                             'build_instances')
+        server = self.api.post_server({'server': self._build_server(
+            networks='none')})
+        self.wait_for(spawning, 'the compute to spawn the server')
+        read = self.admin_api.get_server(server['id'])
+        self.assertEqual('BUILD', read['status'])
+        host = read['OS-EXT-SRV-ATTR:host']
+        self.assertIsNotNone(host)
+
+        get_bdms = objects.BlockDeviceMappingList.get_by_instance_uuid
+
+        def reschedule_then_get_bdms(cls, context, instance_uuid, *a,
+                                     **kw):
+            # The API has read the server on its host; before it saves
+            # the delete's task state, the compute reschedules the build.
+            if not go.is_set():
+                go.set()
+                self.wait_for(rescheduled, 'the compute to reschedule',
+                              TIMEOUT)
+            return get_bdms(context, instance_uuid, *a, **kw)
+
+        failed, down = self.placement_down()
+        try:
+            self.stub_out('nova.objects.BlockDeviceMappingList.'
+                          'get_by_instance_uuid', reschedule_then_get_bdms)
+            response = self.api.api_delete(
+                '/servers/%s' % server['id'],
+                check_response_status=[204, 500, 503])
+            self.wait_for(gave_up, 'the conductor to give the build up',
+                          TIMEOUT)
+        finally:
+            down.clear()
+        self.assertTrue(go.is_set(), 'the DELETE did not read the BDMs')
+        self.assertIn(('delete', '/allocations/%s' % server['id']), failed,
+                      'the compute did not try to delete the claim of the '
+                      'build it rescheduled during the outage')
+        # On vanilla nova the record is gone and its allocations are not.
+        self.assert_no_leaked_allocations()
+        self.assert_refused_for_placement(response, failed)
+        self.assertNotEqual({}, self._get_allocations_by_server_uuid(
+            server['id']))
+        self._wait_for_state_change(server, 'ERROR')
 
         self.assert_retry_deletes(server)
         self.assert_server_left_nothing(server)

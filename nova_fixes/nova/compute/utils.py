@@ -230,3 +230,34 @@ def _delete_consumer_allocations(context, reportclient, consumer_uuid,
         LOG.exception('Unable to delete the allocations of %s %s in '
                       'placement; "nova-manage placement audit --delete" '
                       'finds them.', consumer_type, consumer_uuid)
+
+
+def may_have_ports_or_volumes(instance):
+    """Replaces compute_utils.may_have_ports_or_volumes (bug 1848343).
+
+    Whether an instance may have ports, volumes or (with the fixes)
+    allocations, to be deleted as one that was scheduled: nova asks it of
+    an instance that has no host, to tell one that never left the
+    scheduler from one whose host a compute nilled out (SHELVED_OFFLOADED,
+    or ERROR after a failed build). It now also answers True for an
+    instance that has a host.
+
+    API._delete asks it once, of the instance as the request read it, and
+    decides with that answer twice: before it saves the delete's task
+    state and after, when the save has refreshed the instance. A compute
+    that reschedules the build in between nils out the host of an
+    instance still BUILDING: nova's second check then saw "no host, no
+    ports nor volumes", destroyed the record and only then deleted the
+    allocations, a delete the report client only logs during a placement
+    outage, which left the claim with nothing naming it (found by the
+    race explorer's outage variant, building two servers). An instance
+    that had a host when it was read was scheduled: it is now deleted as
+    one, by the local delete, which deletes its allocations first or
+    refuses with a 503 the user can retry. Every caller that acts on the
+    answer checks that the host is None first, so nothing else changes
+    (an instance whose host is not loaded is answered as one with none).
+    """
+    if instance.obj_attr_is_set('host') and instance.host:
+        return True
+    return instance.vm_state in (vm_states.SHELVED_OFFLOADED,
+                                 vm_states.ERROR)

@@ -247,3 +247,49 @@ class DeleteAllocationsIfDeletedTestCase(testtools.TestCase):
             self.context, self.client, 'uuid'))
         self.client.delete_allocation_for_instance.assert_called_once_with(
             self.context, 'uuid', consumer_type='instance', force=True)
+
+
+class MayHavePortsOrVolumesTestCase(testtools.TestCase):
+    """The drop-in answers as nova did for an instance on no host, and
+    True for one that has a host (it was scheduled).
+    """
+
+    def _instance(self, host, vm_state):
+        return objects.Instance(host=host, vm_state=vm_state)
+
+    def test_no_host(self):
+        for vm_state, expected in ((vm_states.BUILDING, False),
+                                   (vm_states.ACTIVE, False),
+                                   (vm_states.SHELVED_OFFLOADED, True),
+                                   (vm_states.ERROR, True)):
+            self.assertEqual(expected, utils.may_have_ports_or_volumes(
+                self._instance(None, vm_state)), vm_state)
+
+    def test_a_host(self):
+        for vm_state in (vm_states.BUILDING, vm_states.ACTIVE,
+                         vm_states.ERROR):
+            self.assertTrue(utils.may_have_ports_or_volumes(
+                self._instance('host1', vm_state)), vm_state)
+
+    def test_host_not_loaded(self):
+        # nova's own unit test asks it of an Instance with no host field.
+        for vm_state, expected in ((vm_states.BUILDING, False),
+                                   (vm_states.ERROR, True)):
+            self.assertEqual(expected, utils.may_have_ports_or_volumes(
+                objects.Instance(vm_state=vm_state)), vm_state)
+
+    def test_as_nova_where_it_has_no_host(self):
+        # nova's callers act on the answer only for an instance with no
+        # host: there the drop-in answers as nova's function does, for
+        # every vm_state.
+        from nova.compute import utils as nova_utils
+        for vm_state in (vm_states.ACTIVE, vm_states.BUILDING,
+                         vm_states.STOPPED, vm_states.PAUSED,
+                         vm_states.SUSPENDED, vm_states.RESCUED,
+                         vm_states.RESIZED, vm_states.SOFT_DELETED,
+                         vm_states.DELETED, vm_states.ERROR,
+                         vm_states.SHELVED, vm_states.SHELVED_OFFLOADED):
+            instance = self._instance(None, vm_state)
+            self.assertEqual(
+                nova_utils.may_have_ports_or_volumes(instance),
+                utils.may_have_ports_or_volumes(instance), vm_state)
