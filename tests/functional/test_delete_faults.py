@@ -908,6 +908,46 @@ class _SourceStopsBeforeReleaseMixin(object):
         self.delete_server_and_wait(server)
         self.assert_server_left_nothing(server)
 
+    def test_delete_after_a_restart_that_could_not_release(self):
+        # The same, and when the source starts again placement fails the
+        # delete of the migration's allocations: the migration must be
+        # recorded so that the delete of the server removes them.
+        original = compute_manager.ComputeManager.__dict__[
+            '_delete_allocation_after_move']
+        server, source, target = self._create_server()
+        stopped = self._source_stops_before_release()
+        self._move(server, target)
+        self.wait_for(stopped, 'the source\'s release of the migration\'s '
+                      'allocations', TIMEOUT)
+        server = self._wait_for_state_change(server, 'ACTIVE')
+        migration = self.get_migration_uuid_for_instance(server['id'])
+        self.assertNotEqual({}, self._get_allocations_by_server_uuid(
+            migration), 'the release ran: nothing to recreate')
+        self.stub_out('nova.compute.manager.ComputeManager.'
+                      '_delete_allocation_after_move', original)
+
+        url = '/allocations/%s' % migration
+        delete = report.SchedulerReportClient.delete
+        failed = []
+
+        def migration_delete_fails(client, path, *args, **kwargs):
+            if path == url:
+                failed.append(('delete', path))
+                raise base._connect_failure()
+            return delete(client, path, *args, **kwargs)
+
+        self.stub_out('nova.scheduler.client.report.SchedulerReportClient.'
+                      'delete', migration_delete_fails)
+        self.computes[source] = self.restart_compute_service(
+            self.computes[source])
+        self.stub_out('nova.scheduler.client.report.SchedulerReportClient.'
+                      'delete', delete)
+
+        self.delete_server_and_wait(server)
+        self.assert_server_left_nothing(server)
+        self.assertEqual([('delete', url)], failed,
+                         'the restarted source did not meet the failure')
+
 
 class ConfirmSourceRestartsThenDeleteTest(
         _SourceStopsBeforeReleaseMixin, _DeleteFaultsTestBase):

@@ -339,7 +339,11 @@ def _remove_allocations_of_finished_moves(self, context):
     the source starts again. What it reads is bounded by what the nodes
     hold now, not by the host's history: one placement request per node
     and one database query for the consumers among them that are finished
-    migrations from this host.
+    migrations from this host. A migration whose allocations placement
+    does not delete then is recorded 'error', as
+    _delete_allocation_after_move does: the delete of its server removes
+    them. If placement cannot be read at all, a warning names what is
+    left to nova-manage placement audit.
 
     :param context: an admin request context
     """
@@ -374,14 +378,19 @@ def _remove_allocations_of_finished_moves(self, context):
                                         'status': migration.status,
                                         'node': node.uuid})
             try:
-                client.delete_allocation_for_instance(
+                deleted = client.delete_allocation_for_instance(
                     context, migration.uuid, consumer_type='migration',
                     force=True)
             except Exception:
                 LOG.exception('Unable to delete the allocations of '
-                              'migration %s in placement; "nova-manage '
-                              'placement audit --delete" finds them.',
-                              migration.uuid)
+                              'migration %s in placement; they are '
+                              'deleted with the server.', migration.uuid)
+                deleted = None
+            if deleted is None:
+                # Not deleted (the report client only logs a placement it
+                # cannot reach): the migration is recorded 'error', so
+                # that the delete of its server removes them.
+                _record_allocations_left(migration)
 
 
 def _do_rebuild_instance_with_claim(

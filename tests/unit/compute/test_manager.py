@@ -473,6 +473,21 @@ class RemoveAllocationsOfFinishedMovesTestCase(testtools.TestCase):
         self._remove()
         self.assertEqual(
             2, self.reportclient.delete_allocation_for_instance.call_count)
+        # Both left their allocations (one failed, the other's placement
+        # was unreachable): each is recorded 'error', so that the delete
+        # of its server removes them.
+        for migration in self.migrations.return_value:
+            self.assertEqual('error', migration.status)
+            migration.save.assert_called_once_with()
+
+    def test_a_removed_migration_keeps_its_status(self):
+        self.nodes.return_value = [mock.Mock(uuid='rp1')]
+        migration = mock.Mock(uuid='migration-1', status='confirmed')
+        self.migrations.return_value = [migration]
+        self.reportclient.delete_allocation_for_instance.return_value = True
+        self._remove()
+        self.assertEqual('confirmed', migration.status)
+        migration.save.assert_not_called()
 
 
 class InitHostTestCase(testtools.TestCase):
