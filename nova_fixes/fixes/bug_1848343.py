@@ -66,7 +66,11 @@ for any of its migrations.
   them. A source that stops between recording the migration and
   removing its allocations removes them when it starts again: init_host
   reads what its nodes hold (one placement request per node) and the
-  finished migrations from this host among those consumers (one query).
+  finished migrations from this host among those consumers (one query),
+  and records 'error' a migration whose allocations placement does not
+  delete then. For a cross-cell resize the source's 'error' is in the
+  source cell, which the conductor hard-deletes: ConfirmResizeTask
+  carries it to the target cell's migration, the one the delete reads.
 
 * Every step that writes allocations for a server during a move checks
   afterwards, never before, whether the instance is deleted or being
@@ -116,6 +120,14 @@ for any of its migrations.
   copy is gone (only a confirmation that cleaned up the source removes
   it), finishes the confirmation in the target cell instead.
 
+* Only a successful cross-cell confirm or revert deletes the copy the
+  resize leaves in the other cell; when one failed (a host failed, did
+  not answer, or a service stopped), the server went to ERROR with the
+  other copy hidden, and a DELETE removed only the copy the mapping
+  names. API._delete now also deletes, once its own delete is done, a
+  hidden copy that a cross-cell migration of a server in ERROR or
+  RESIZED left in the other host's cell.
+
 A delete must complete or fail in a way the user can retry, also when
 placement cannot be reached:
 
@@ -127,7 +139,11 @@ placement cannot be reached:
   of its migrations first, and refuses the delete with
   PlacementUnavailableForDelete (503, "the delete can be retried") when
   that fails, before anything is destroyed. An API that dies after the
-  record is destroyed leaves nothing either.
+  record is destroyed leaves nothing either. A server whose compute
+  nilled out its host between the API's read and its save of DELETING
+  (a build being rescheduled) goes through the same local delete:
+  compute_utils.may_have_ports_or_volumes answers True for an instance
+  that has a host.
 
 * The API's confirm-on-delete of a server in VERIFY_RESIZE fails on the
   source compute when placement is down, and the DELETE answered 500.
@@ -648,6 +664,57 @@ def claim_tests_have_migration(files):
     return changed
 
 
+def confirm_task_tests_read_migrations(files):
+    """Let nova's unit tests of ConfirmResizeTask read the migration the
+    confirm now reads again.
+
+    _cleanup_source_host reads the source cell's migration once more after
+    the source answered (did it record 'error'?), and
+    _finish_confirm_in_target_cell reads the target cell's first: the
+    test of the former expects the second read, the test of the latter,
+    which has no database, gets a migration still 'confirming'.
+    """
+    path = 'nova/tests/unit/conductor/tasks/test_cross_cell_migrate.py'
+    once = ('        mock_get_mig.assert_called_once_with(\n'
+            '            instance._context, self.task.migration.uuid)\n')
+    twice = ('        # Read again once the source answered (bug 1848343).\n'
+             '        self.assertEqual([mock.call(\n'
+             '            instance._context, self.task.migration.uuid)] * 2,\n'
+             '            mock_get_mig.call_args_list)\n')
+
+    def edit(text):
+        tree = ast.parse(text)
+        cleanup = edits.function(tree, 'test_cleanup_source_host')
+        finish = edits.function(tree, 'test_finish_confirm_in_target_cell')
+        if cleanup is None or finish is None:
+            raise errors.ExportError('%s: no test_cleanup_source_host or '
+                                     'test_finish_confirm_in_target_cell'
+                                     % path)
+        lines = text.splitlines(True)
+        body = ''.join(lines[cleanup.lineno - 1:cleanup.end_lineno])
+        if body.count(once) != 1:
+            raise errors.ExportError('%s: test_cleanup_source_host does not '
+                                     'assert one read of the migration'
+                                     % path)
+        first = finish.body[0]
+        indent = ' ' * first.col_offset
+        stub = (
+            "%s# The target cell's migration is read first (bug 1848343).\n"
+            "%sself.stub_out('nova.objects.Migration.get_by_uuid',\n"
+            "%s              lambda *args, **kwargs: objects.Migration(\n"
+            "%s                  status='confirming'))\n" % ((indent,) * 4))
+        # The later one first, so that the other's line numbers hold.
+        for lineno in sorted((first.lineno, cleanup.lineno), reverse=True):
+            if lineno == first.lineno:
+                lines.insert(first.lineno - 1, stub)
+            else:
+                lines[cleanup.lineno - 1:cleanup.end_lineno] = [
+                    body.replace(once, twice)]
+        return ''.join(lines)
+
+    return edits.edit_python(files, path, edit)
+
+
 FIX = registry.Fix(
     bug=1848343,
     title='Reverting migration-based allocations leaks allocations if '
@@ -730,6 +797,18 @@ FIX = registry.Fix(
                         'nova_fixes.nova.conductor.tasks.cross_cell_migrate:'
                         'ConfirmResizeTask._execute',
                         original_as='_confirm_in_both_cells',
+                        services=('conductor',)),
+        registry.Target('nova.conductor.tasks.cross_cell_migrate:'
+                        'ConfirmResizeTask._cleanup_source_host',
+                        'nova_fixes.nova.conductor.tasks.cross_cell_migrate:'
+                        'ConfirmResizeTask._cleanup_source_host',
+                        original_as='_confirm_at_source',
+                        services=('conductor',)),
+        registry.Target('nova.conductor.tasks.cross_cell_migrate:'
+                        'ConfirmResizeTask._finish_confirm_in_target_cell',
+                        'nova_fixes.nova.conductor.tasks.cross_cell_migrate:'
+                        'ConfirmResizeTask._finish_confirm_in_target_cell',
+                        original_as='_finish_confirm_as_confirmed',
                         services=('conductor',)),
         registry.Target('nova.compute.utils:'
                         'delete_allocations_of_migrations',
@@ -855,7 +934,10 @@ FIX = registry.Fix(
            'bug-1848343-conductor-claim-after-delete-3f0b7c21d4e95a68.yaml',
            'bug-1848343-delete-while-confirming-6d2a9e18c4b07f35.yaml',
            'bug-1848343-cross-cell-delete-0c5b7e93a1d24f68.yaml',
-           'bug-1848343-source-restart-finished-moves-4c7e2a91b05d3f18.yaml'),
+           'bug-1848343-source-restart-finished-moves-4c7e2a91b05d3f18.yaml',
+           'bug-1848343-delete-during-reschedule-7d3b1e0a94c2f561.yaml',
+           'bug-1848343-cross-cell-failed-confirm-revert-'
+           '2f6c9d41a8e05b73.yaml'),
     patch=registry.Patch(
         slug='Do-not-leak-allocations-reverting-a-deleted-server-s-move',
         subject="Do not leak allocations reverting a deleted server's move",
@@ -867,6 +949,7 @@ FIX = registry.Fix(
                     confirm_resize_tests_read_migration,
                     compute_delete_tests_placement_answers,
                     usage_tests_placement_answers,
+                    confirm_task_tests_read_migrations,
                     claim_tests_have_migration),
     ),
 )

@@ -19,6 +19,8 @@ from oslo_utils import excutils
 
 from nova.compute import utils as compute_utils
 from nova.compute import vm_states
+from nova.conductor.tasks import cross_cell_migrate
+from nova import context as nova_context
 from nova import exception
 from nova import objects
 
@@ -220,16 +222,91 @@ def _delete(self, context, instance, delete_type, cb, **instance_attrs):
     deleting state"): no request could remove it any more. Here a delete
     that fails once it has saved its task state puts the task state back
     as it was before the request, so that the user can retry.
+
+    And a server that a cross-cell resize which failed or stopped left
+    with a hidden copy in another cell (_hidden_copies) has that copy
+    deleted too, once its own delete is done: no other request reaches
+    it.
     """
     task_state = (instance.task_state
                   if instance.obj_attr_is_set('task_state') else None)
+    hidden = (_hidden_copies(context, instance)
+              if delete_type == 'delete' else [])
     try:
-        return self._delete_as_requested(context, instance, delete_type,
-                                         cb, **instance_attrs)
+        result = self._delete_as_requested(context, instance, delete_type,
+                                           cb, **instance_attrs)
     except Exception:
         with excutils.save_and_reraise_exception():
             _restore_task_state(instance, task_state,
                                 instance_attrs.get('task_state'))
+    for other_copy in hidden:
+        try:
+            cross_cell_migrate.delete_instance_of_deleted_server(
+                self.compute_rpcapi, other_copy, other_copy.task_state)
+        except Exception:
+            LOG.exception('Unable to delete the copy of the server that '
+                          'its cross-cell resize left in cell %s.',
+                          other_copy._context.cell_uuid, instance=instance)
+    return result
+
+
+def _hidden_copies(context, instance):
+    """The copies of a server that a cross-cell resize which failed or
+    stopped left hidden in another cell, for its delete to delete too.
+
+    A cross-cell resize has a copy of the server in each cell, and only
+    its successful confirm or revert deletes the one it leaves (the
+    conductor hard-deletes it). When the confirm or the revert fails, or
+    its call to a compute gets no reply, or its conductor stops, the
+    server is left in ERROR (or RESIZED) with the other copy hidden in
+    the other cell: a DELETE deleted only the copy the instance mapping
+    names, and no process reaches the other cell's copy again. Only a
+    server with a host in ERROR or RESIZED can be in that state: its
+    migrations that may still hold allocations are read in its cell (one
+    query), and for each cross-cell one, the server's copy in the other
+    host's cell, if it is there and hidden. A lookup that fails costs the
+    delete nothing: the copy is left, as nova did.
+
+    :returns: the hidden copies, Instances targeted at their cells
+    """
+    ictxt = getattr(instance, '_context', None)
+    if (ictxt is None or getattr(ictxt, 'cell_uuid', None) is None or
+            not instance.obj_attr_is_set('host') or not instance.host or
+            instance.vm_state not in (vm_states.ERROR, vm_states.RESIZED)):
+        return []
+    copies = []
+    try:
+        migrations = compute_utils.migrations_of_instance(ictxt,
+                                                          instance.uuid)
+        for migration in migrations:
+            if not migration.cross_cell_move:
+                continue
+            other = (migration.source_compute
+                     if instance.host == migration.dest_compute
+                     else migration.dest_compute)
+            if not other:
+                continue
+            try:
+                cell = objects.HostMapping.get_by_host(
+                    ictxt, other).cell_mapping
+            except exception.HostMappingNotFound:
+                continue
+            if cell.uuid == ictxt.cell_uuid:
+                continue
+            cctxt = context.elevated()
+            nova_context.set_target_cell(cctxt, cell)
+            try:
+                other_copy = objects.Instance.get_by_uuid(
+                    cctxt, instance.uuid)
+            except exception.InstanceNotFound:
+                continue
+            if other_copy.hidden:
+                copies.append(other_copy)
+    except Exception:
+        LOG.exception('Unable to look for copies of the server that a '
+                      'cross-cell resize left in another cell.',
+                      instance=instance)
+    return copies
 
 
 def _restore_task_state(instance, task_state, delete_task_state):

@@ -404,3 +404,147 @@ class LocalDeleteCleanupTestCase(testtools.TestCase):
         with mock.patch.object(api, 'LOG') as log:
             api._local_delete_cleanup(self.api, self.context, UUID)
         log.info.assert_called_once()
+
+
+class HiddenCopiesTestCase(testtools.TestCase):
+    """API._delete deletes the copies a failed or stopped cross-cell
+    resize left hidden in other cells (_hidden_copies).
+    """
+
+    def setUp(self):
+        super(HiddenCopiesTestCase, self).setUp()
+        objects.register_all()
+        self.addCleanup(mock.patch.stopall)
+        self.log = mock.patch.object(api, 'LOG').start()
+        self.migrations = mock.patch(
+            'nova.compute.utils.migrations_of_instance', create=True).start()
+        self.host_mapping = mock.patch(
+            'nova.objects.HostMapping.get_by_host').start()
+        self.get = mock.patch('nova.objects.Instance.get_by_uuid').start()
+        self.cell1 = mock.Mock(uuid='cell1')
+        self.cell2 = mock.Mock(uuid='cell2')
+        self.host_mapping.side_effect = lambda ctxt, host: mock.Mock(
+            cell_mapping={'host1': self.cell1, 'host2': self.cell2}[host])
+        self.context = mock.Mock()
+        self.context.elevated.side_effect = lambda: mock.Mock()
+        self.instance = objects.Instance(uuid=UUID, host='host2',
+                                         vm_state='error')
+        self.instance._context = mock.Mock(cell_uuid='cell2')
+        self.migrations.return_value = [mock.Mock(
+            cross_cell_move=True, source_compute='host1',
+            dest_compute='host2')]
+        self.copy = mock.Mock(hidden=True)
+        self.get.return_value = self.copy
+
+    def _copies(self):
+        return api._hidden_copies(self.context, self.instance)
+
+    @mock.patch('nova.context.set_target_cell')
+    def test_hidden_copy_in_the_other_cell(self, target):
+        self.assertEqual([self.copy], self._copies())
+        self.migrations.assert_called_once_with(self.instance._context,
+                                                UUID)
+        self.host_mapping.assert_called_once_with(self.instance._context,
+                                                  'host1')
+        # Read in the other host's cell, with the request's credentials.
+        ctxt = self.get.call_args[0][0]
+        target.assert_called_once_with(ctxt, self.cell1)
+        self.get.assert_called_once_with(ctxt, UUID)
+        self.context.elevated.assert_called_once_with()
+
+    def test_other_host_is_the_destination_after_a_revert(self):
+        self.instance.host = 'host1'
+        self.instance._context = mock.Mock(cell_uuid='cell1')
+        self.assertEqual([self.copy], self._copies())
+        self.host_mapping.assert_called_once_with(self.instance._context,
+                                                  'host2')
+
+    def test_visible_copy_is_left(self):
+        self.copy.hidden = False
+        self.assertEqual([], self._copies())
+
+    def test_no_copy_there(self):
+        self.get.side_effect = exception.InstanceNotFound(instance_id=UUID)
+        self.assertEqual([], self._copies())
+
+    def test_move_within_a_cell(self):
+        self.migrations.return_value[0].cross_cell_move = False
+        self.assertEqual([], self._copies())
+        self.host_mapping.assert_not_called()
+
+    def test_other_host_unmapped(self):
+        self.host_mapping.side_effect = exception.HostMappingNotFound(
+            name='host1')
+        self.assertEqual([], self._copies())
+        self.get.assert_not_called()
+
+    def test_only_a_server_in_error_or_resized_is_looked_at(self):
+        for vm_state in ('active', 'stopped', 'shelved_offloaded'):
+            self.instance.vm_state = vm_state
+            self.assertEqual([], self._copies())
+        self.instance.host = None
+        self.instance.vm_state = 'error'
+        self.assertEqual([], self._copies())
+        self.migrations.assert_not_called()
+        self.instance.host = 'host2'
+        self.instance.vm_state = 'resized'
+        self.assertEqual([self.copy], self._copies())
+
+    def test_instance_of_a_build_request(self):
+        instance = objects.Instance(uuid=UUID, vm_state='error')
+        self.assertEqual([], api._hidden_copies(self.context, instance))
+        self.migrations.assert_not_called()
+
+    def test_failed_lookup_costs_the_delete_nothing(self):
+        self.migrations.side_effect = RuntimeError('database')
+        self.assertEqual([], self._copies())
+        self.log.exception.assert_called_once()
+
+    @mock.patch('nova.conductor.tasks.cross_cell_migrate.'
+                'delete_instance_of_deleted_server', create=True)
+    def test_delete_deletes_them_after_the_server(self, delete):
+        compute_api = mock.Mock()
+        order = mock.Mock()
+        order.attach_mock(compute_api._delete_as_requested, 'delete')
+        order.attach_mock(delete, 'copy')
+        self.copy.task_state = 'resize_migrated'
+        result = api._delete(compute_api, self.context, self.instance,
+                             'delete', mock.sentinel.cb,
+                             task_state='deleting')
+        self.assertEqual(compute_api._delete_as_requested.return_value,
+                         result)
+        self.assertEqual(['delete', 'copy'],
+                         [c[0] for c in order.mock_calls])
+        delete.assert_called_once_with(compute_api.compute_rpcapi,
+                                       self.copy, 'resize_migrated')
+
+    @mock.patch('nova.conductor.tasks.cross_cell_migrate.'
+                'delete_instance_of_deleted_server', create=True)
+    def test_failed_delete_leaves_them(self, delete):
+        compute_api = mock.Mock()
+        compute_api._delete_as_requested.side_effect = ValueError('503')
+        self.assertRaises(ValueError, api._delete, compute_api,
+                          self.context, self.instance, 'delete',
+                          mock.sentinel.cb, task_state='deleting')
+        delete.assert_not_called()
+
+    @mock.patch('nova.conductor.tasks.cross_cell_migrate.'
+                'delete_instance_of_deleted_server', create=True)
+    def test_soft_delete_leaves_them(self, delete):
+        compute_api = mock.Mock()
+        api._delete(compute_api, self.context, self.instance, 'soft_delete',
+                    mock.sentinel.cb, task_state='soft-deleting')
+        self.migrations.assert_not_called()
+        delete.assert_not_called()
+
+    @mock.patch('nova.conductor.tasks.cross_cell_migrate.'
+                'delete_instance_of_deleted_server', create=True)
+    def test_copy_delete_failure_is_logged(self, delete):
+        delete.side_effect = RuntimeError('database')
+        compute_api = mock.Mock()
+        result = api._delete(compute_api, self.context, self.instance,
+                             'delete', mock.sentinel.cb,
+                             task_state='deleting')
+        self.assertEqual(compute_api._delete_as_requested.return_value,
+                         result)
+        self.log.exception.assert_called_once()

@@ -207,3 +207,61 @@ class ConfirmResizeTask(object):
             self._finish_confirm_in_target_cell()
             self._send_resize_confirm_notification(
                 self.instance, fields.NotificationPhase.END)
+
+    def _cleanup_source_host(self, source_instance):
+        """Replaces ConfirmResizeTask._cleanup_source_host (bug 1848343).
+
+        Confirm at the source, and note whether the source left the
+        migration's allocations there.
+
+        The source records its migration 'error' when it cannot delete
+        what the migration consumer holds on the source node
+        (ComputeManager._delete_allocation_after_move), so that the delete
+        of the server removes it. For a cross-cell resize that record is
+        in the source cell, whose copy of the server, migrations included,
+        the conductor hard-deletes next; and the migration the delete
+        reads, the target cell's, was then saved 'confirmed', a status the
+        delete skips: the allocations were left for good. The source
+        cell's migration is read once the source has answered, and
+        _finish_confirm_in_target_cell records the target cell's 'error'
+        too.
+        """
+        self._confirm_at_source(source_instance)
+        try:
+            status = objects.Migration.get_by_uuid(
+                source_instance._context, self.migration.uuid).status
+        except exception.MigrationNotFound:
+            return
+        if status == 'error':
+            LOG.warning('The source host left the allocations of migration '
+                        '%s; it is recorded as failed in the target cell '
+                        'too, so that the delete of the server removes '
+                        'them.', self.migration.uuid, instance=self.instance)
+            self._allocations_left_at_source = True
+
+    def _finish_confirm_in_target_cell(self):
+        """Replaces this method of ConfirmResizeTask (bug 1848343).
+
+        Set the terminal states in the target cell, keeping the
+        migration 'error' when the source left its allocations.
+
+        nova records the target cell's migration 'confirmed'. When the
+        source could not delete the migration's allocations
+        (_cleanup_source_host), or another confirmation of the same resize
+        recorded that already (a DELETE confirms a server in VERIFY_RESIZE
+        while the user's confirmation runs, and the later one finishes
+        here after the other), it is recorded 'error' instead, as for a
+        resize within a cell: the delete of the server removes what it
+        holds.
+        """
+        left = getattr(self, '_allocations_left_at_source', False)
+        if not left:
+            try:
+                left = objects.Migration.get_by_uuid(
+                    self.context, self.migration.uuid).status == 'error'
+            except exception.MigrationNotFound:
+                left = False
+        self._finish_confirm_as_confirmed()
+        if left:
+            self.migration.status = 'error'
+            self.migration.save()

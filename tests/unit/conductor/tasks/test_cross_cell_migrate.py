@@ -251,3 +251,76 @@ class ConfirmResizeTaskTestCase(testtools.TestCase):
             request_id='req', instance_uuid='uuid'))
         self.assertRaises(exception.InstanceActionNotFound, task._execute)
         task._finish_confirm_in_target_cell.assert_not_called()
+
+
+class ConfirmAtSourceTask(_Task):
+    _cleanup_source_host = ccm.ConfirmResizeTask._cleanup_source_host
+    _finish_confirm_in_target_cell = \
+        ccm.ConfirmResizeTask._finish_confirm_in_target_cell
+
+
+@mock.patch('nova.objects.Migration.get_by_uuid')
+class ConfirmKeepsAllocationsLeftTestCase(testtools.TestCase):
+    """ConfirmResizeTask: a source that left the migration's allocations
+    makes the target cell's migration 'error' too.
+    """
+
+    @classmethod
+    def setUpClass(cls):
+        super(ConfirmKeepsAllocationsLeftTestCase, cls).setUpClass()
+        objects.register_all()
+
+    def _task(self):
+        return ConfirmAtSourceTask(_confirm_at_source=mock.Mock(),
+                                   _finish_confirm_as_confirmed=mock.Mock())
+
+    def test_source_released(self, get):
+        get.return_value = mock.Mock(status='confirmed')
+        task = self._task()
+        source = mock.Mock()
+        task._cleanup_source_host(source)
+        task._confirm_at_source.assert_called_once_with(source)
+        # Read in the source cell, after the source answered.
+        get.assert_called_once_with(source._context, task.migration.uuid)
+        self.assertFalse(getattr(task, '_allocations_left_at_source', False))
+
+    def test_source_left_the_allocations(self, get):
+        get.return_value = mock.Mock(status='error')
+        task = self._task()
+        task._cleanup_source_host(mock.Mock())
+        self.assertTrue(task._allocations_left_at_source)
+
+    def test_source_migration_gone(self, get):
+        get.side_effect = exception.MigrationNotFound(migration_id='m')
+        task = self._task()
+        task._cleanup_source_host(mock.Mock())
+        self.assertFalse(getattr(task, '_allocations_left_at_source', False))
+
+    def test_finish_confirmed(self, get):
+        get.return_value = mock.Mock(status='confirming')
+        task = self._task()
+        task._finish_confirm_in_target_cell()
+        task._finish_confirm_as_confirmed.assert_called_once_with()
+        task.migration.save.assert_not_called()
+
+    def test_finish_after_the_source_left_the_allocations(self, get):
+        task = self._task()
+        task._allocations_left_at_source = True
+        order = mock.Mock()
+        order.attach_mock(task._finish_confirm_as_confirmed, 'nova')
+        order.attach_mock(task.migration.save, 'save')
+        task._finish_confirm_in_target_cell()
+        get.assert_not_called()
+        self.assertEqual('error', task.migration.status)
+        self.assertEqual(['nova', 'save'],
+                         [c[0] for c in order.mock_calls])
+
+    def test_finish_after_another_confirmation_recorded_it(self, get):
+        # The confirmation that cleaned up the source recorded 'error';
+        # the other one finishes later and keeps it.
+        get.return_value = mock.Mock(status='error')
+        task = self._task()
+        task._finish_confirm_in_target_cell()
+        get.assert_called_once_with(task.context, task.migration.uuid)
+        self.assertEqual('error', task.migration.status)
+        task.migration.save.assert_called_once_with()
