@@ -83,6 +83,37 @@ class _CrossCellResizeTestBase(base.NovaFixesTestMixin,
                                                       'VERIFY_RESIZE')
             self.assertEqual('host2', self.server['OS-EXT-SRV-ATTR:host'])
 
+    def _fail_once(self, name):
+        original = getattr(resource_tracker.ResourceTracker, name)
+        failed = []
+
+        def fail_once(rt, *args, **kwargs):
+            if not failed:
+                failed.append(name)
+                raise test.TestingException('the test fails %s' % name)
+            return original(rt, *args, **kwargs)
+
+        self.stub_out('nova.compute.resource_tracker.ResourceTracker.%s'
+                      % name, fail_once)
+        return failed
+
+    def _fail(self, action, failing):
+        """Resize the server, then fail ``action`` (confirmResize or
+        revertResize) once at the resource tracker's ``failing``: the
+        server goes to ERROR with both copies left.
+
+        :returns: the result of _copies then
+        """
+        self._resize()
+        failed = self._fail_once(failing)
+        self.api.post_server_action(self.server['id'], {action: None})
+        self._wait_for_state_change(self.server, 'ERROR')
+        self.assertEqual([failing], failed)
+        copies, guests = self._copies()
+        self.assertEqual(2, len(copies), 'the failed %s left one copy: '
+                         'nothing to recreate' % action)
+        return copies, guests
+
     def _copies(self):
         """{cell name: the server's live copy there}; {host: guest} of
         the server on the fake hypervisors.
@@ -289,29 +320,8 @@ class CrossCellFailedThenDeleteTest(_CrossCellResizeTestBase):
     variants, which stop the confirm or the revert in other ways).
     """
 
-    def _fail_once(self, name):
-        original = getattr(resource_tracker.ResourceTracker, name)
-        failed = []
-
-        def fail_once(rt, *args, **kwargs):
-            if not failed:
-                failed.append(name)
-                raise test.TestingException('the test fails %s' % name)
-            return original(rt, *args, **kwargs)
-
-        self.stub_out('nova.compute.resource_tracker.ResourceTracker.%s'
-                      % name, fail_once)
-        return failed
-
     def _delete_after(self, action, failing):
-        self._resize()
-        failed = self._fail_once(failing)
-        self.api.post_server_action(self.server['id'], {action: None})
-        self._wait_for_state_change(self.server, 'ERROR')
-        self.assertEqual([failing], failed)
-        copies, _guests = self._copies()
-        self.assertEqual(2, len(copies), 'the failed %s left one copy: '
-                         'nothing to recreate' % action)
+        self._fail(action, failing)
         self.delete_server_and_wait(self.server)
         self.assert_deleted_everywhere()
 
@@ -320,6 +330,39 @@ class CrossCellFailedThenDeleteTest(_CrossCellResizeTestBase):
 
     def test_delete_after_the_revert_failed(self):
         self._delete_after('revertResize', 'drop_move_claim_at_dest')
+
+
+class CrossCellFailedUndeletableServerTest(_CrossCellResizeTestBase):
+    """No regression for the delete of a failed cross-cell resize's hidden
+    copy: nova's API does not delete a server whose termination is
+    disabled, nor may the fixes delete its hidden copy. The two copies are
+    one server, holding the same instance consumer's allocations.
+    """
+
+    recreates = False
+
+    def test_delete_of_a_server_whose_termination_is_disabled(self):
+        copies, guests = self._fail('confirmResize',
+                                    'drop_move_claim_at_source')
+        mapped = [i for i in copies.values() if not i.hidden]
+        self.assertEqual(1, len(mapped))
+        mapped[0].disable_terminate = True
+        mapped[0].save()
+        allocations = self._all_allocations()
+        self.api.delete_server(self.server['id'])
+        # nova's API answers 204 and does nothing; the copy's delete
+        # would have been saved before the answer, then cast.
+        time.sleep(1)
+        after, guests_after = self._copies()
+        self.assertEqual(
+            {name: (i.vm_state, i.task_state, i.hidden)
+             for name, i in copies.items()},
+            {name: (i.vm_state, i.task_state, i.hidden)
+             for name, i in after.items()},
+            'the delete of a server whose termination is disabled acted '
+            'on a copy of it')
+        self.assertEqual(sorted(guests), sorted(guests_after))
+        self.assertEqual(allocations, self._all_allocations())
 
 
 class CrossCellConfirmLeavesSourceAllocationsTest(_CrossCellResizeTestBase):

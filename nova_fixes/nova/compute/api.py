@@ -264,8 +264,9 @@ def _hidden_copies(context, instance):
     server with a host in ERROR or RESIZED can be in that state: its
     migrations that may still hold allocations are read in its cell (one
     query), and for each cross-cell one, the server's copy in the other
-    host's cell, if it is there and hidden. A lookup that fails costs the
-    delete nothing: the copy is left, as nova did.
+    host's cell, if it is there and hidden. A server whose termination is
+    disabled is not deleted, nor is its copy. A lookup that fails costs
+    the delete nothing: the copy is left, as nova did.
 
     :returns: the hidden copies, Instances targeted at their cells
     """
@@ -273,6 +274,10 @@ def _hidden_copies(context, instance):
     if (ictxt is None or getattr(ictxt, 'cell_uuid', None) is None or
             not instance.obj_attr_is_set('host') or not instance.host or
             instance.vm_state not in (vm_states.ERROR, vm_states.RESIZED)):
+        return []
+    if instance.disable_terminate:
+        # nova's _delete returns without deleting such a server: its
+        # hidden copy holds the allocations of the server's consumer too.
         return []
     copies = []
     try:

@@ -428,7 +428,8 @@ class HiddenCopiesTestCase(testtools.TestCase):
         self.context = mock.Mock()
         self.context.elevated.side_effect = lambda: mock.Mock()
         self.instance = objects.Instance(uuid=UUID, host='host2',
-                                         vm_state='error')
+                                         vm_state='error',
+                                         disable_terminate=False)
         self.instance._context = mock.Mock(cell_uuid='cell2')
         self.migrations.return_value = [mock.Mock(
             cross_cell_move=True, source_compute='host1',
@@ -488,6 +489,14 @@ class HiddenCopiesTestCase(testtools.TestCase):
         self.migrations.assert_not_called()
         self.instance.host = 'host2'
         self.instance.vm_state = 'resized'
+        self.assertEqual([self.copy], self._copies())
+
+    def test_server_whose_termination_is_disabled(self):
+        # nova's _delete leaves such a server: its copy stays with it.
+        self.instance.disable_terminate = True
+        self.assertEqual([], self._copies())
+        self.migrations.assert_not_called()
+        self.instance.disable_terminate = False
         self.assertEqual([self.copy], self._copies())
 
     def test_instance_of_a_build_request(self):
