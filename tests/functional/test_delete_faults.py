@@ -865,6 +865,15 @@ class _SourceStopsBeforeReleaseMixin(object):
         raise NotImplementedError()
 
     def _source_stops_before_release(self):
+        """Move a server; its source stops right before it releases the
+        migration's allocations, which are left.
+
+        :returns: the server (ACTIVE on the target), the source and
+            target hosts, and the migration's uuid
+        """
+        original = compute_manager.ComputeManager.__dict__[
+            '_delete_allocation_after_move']
+        server, source, target = self._create_server()
         stopped = threading.Event()
         self.addCleanup(stopped.set)
 
@@ -874,13 +883,6 @@ class _SourceStopsBeforeReleaseMixin(object):
 
         self.stub_out('nova.compute.manager.ComputeManager.'
                       '_delete_allocation_after_move', stop_here)
-        return stopped
-
-    def test_delete_after_the_restart(self):
-        original = compute_manager.ComputeManager.__dict__[
-            '_delete_allocation_after_move']
-        server, source, target = self._create_server()
-        stopped = self._source_stops_before_release()
         self._move(server, target)
         self.wait_for(stopped, 'the source\'s release of the migration\'s '
                       'allocations', TIMEOUT)
@@ -889,13 +891,18 @@ class _SourceStopsBeforeReleaseMixin(object):
         migration = self.get_migration_uuid_for_instance(server['id'])
         self.assertNotEqual({}, self._get_allocations_by_server_uuid(
             migration), 'the release ran: nothing to recreate')
+        # The source service that starts again runs nova's code.
+        self.stub_out('nova.compute.manager.ComputeManager.'
+                      '_delete_allocation_after_move', original)
+        return server, source, target, migration
 
+    def test_delete_after_the_restart(self):
+        server, source, target, migration = (
+            self._source_stops_before_release())
         held = self._get_allocations_by_server_uuid(server['id'])
         target_rp = self._get_provider_uuid_by_host(target)
         self.assertEqual([target_rp], list(held))
 
-        self.stub_out('nova.compute.manager.ComputeManager.'
-                      '_delete_allocation_after_move', original)
         self.computes[source] = self.restart_compute_service(
             self.computes[source])
         self.assertEqual({}, self._get_allocations_by_server_uuid(
@@ -912,20 +919,8 @@ class _SourceStopsBeforeReleaseMixin(object):
         # The same, and when the source starts again placement fails the
         # delete of the migration's allocations: the migration must be
         # recorded so that the delete of the server removes them.
-        original = compute_manager.ComputeManager.__dict__[
-            '_delete_allocation_after_move']
-        server, source, target = self._create_server()
-        stopped = self._source_stops_before_release()
-        self._move(server, target)
-        self.wait_for(stopped, 'the source\'s release of the migration\'s '
-                      'allocations', TIMEOUT)
-        server = self._wait_for_state_change(server, 'ACTIVE')
-        migration = self.get_migration_uuid_for_instance(server['id'])
-        self.assertNotEqual({}, self._get_allocations_by_server_uuid(
-            migration), 'the release ran: nothing to recreate')
-        self.stub_out('nova.compute.manager.ComputeManager.'
-                      '_delete_allocation_after_move', original)
-
+        server, source, _target, migration = (
+            self._source_stops_before_release())
         url = '/allocations/%s' % migration
         delete = report.SchedulerReportClient.delete
         failed = []
