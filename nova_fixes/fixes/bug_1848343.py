@@ -68,9 +68,12 @@ for any of its migrations.
   reads what its nodes hold (one placement request per node) and the
   finished migrations from this host among those consumers (one query),
   and records 'error' a migration whose allocations placement does not
-  delete then. For a cross-cell resize the source's 'error' is in the
-  source cell, which the conductor hard-deletes: ConfirmResizeTask
-  carries it to the target cell's migration, the one the delete reads.
+  delete then; a node placement does not return then is read again by
+  a periodic task, _remove_allocations_of_finished_moves_left, every
+  instance_delete_interval until it is read. For a cross-cell resize
+  the source's 'error' is in the source cell, which the conductor
+  hard-deletes: ConfirmResizeTask carries it to the target cell's
+  migration, the one the delete reads.
 
 * Every step that writes allocations for a server during a move checks
   afterwards, never before, whether the instance is deleted or being
@@ -872,6 +875,12 @@ FIX = registry.Fix(
                         'ComputeManager._complete_partial_deletions',
                         'nova_fixes.nova.compute.manager:'
                         'complete_partial_deletions_periodic_task',
+                        new=True, periodic=True, services=('compute',)),
+        registry.Target('nova.compute.manager:'
+                        'ComputeManager.'
+                        '_remove_allocations_of_finished_moves_left',
+                        'nova_fixes.nova.compute.manager:'
+                        'remove_allocations_of_finished_moves_periodic_task',
                         new=True, periodic=True, services=('compute',)),
         registry.Target('nova.compute.manager:'
                         'ComputeManager._delete_allocation_after_move',

@@ -75,6 +75,13 @@ class _DeleteFaultsTestBase(base.NovaFixesTestMixin,
         target = 'host2' if source == 'host1' else 'host1'
         return server, source, target
 
+    def _run_periodic_tasks(self, host):
+        """Every periodic task of the compute, once (time has passed)."""
+        manager = self.computes[host].manager
+        ctxt = nova_context.get_admin_context()
+        for name, task in manager._periodic_tasks:
+            task(manager, ctxt)
+
     def _compute_down(self, host):
         """Stop ``host``'s compute and force its service down, as an
         operator does for a host that is gone: the API deletes its servers
@@ -401,13 +408,6 @@ class ReclaimDuringPlacementOutageTest(_DeleteFaultsTestBase):
        fix a periodic task completes such partial deletions: nothing is
        left of the server.
     """
-
-    def _run_periodic_tasks(self, host):
-        """Every periodic task of the compute, once (time has passed)."""
-        manager = self.computes[host].manager
-        ctxt = nova_context.get_admin_context()
-        for name, task in manager._periodic_tasks:
-            task(manager, ctxt)
 
     def test_reclaim_completes(self):
         self.flags(reclaim_instance_interval=1)
@@ -942,6 +942,31 @@ class _SourceStopsBeforeReleaseMixin(object):
         self.assert_server_left_nothing(server)
         self.assertEqual([('delete', url)], failed,
                          'the restarted source did not meet the failure')
+
+    def test_delete_after_a_restart_that_could_not_read(self):
+        # The same, and placement is unreachable while the source starts
+        # again: it cannot even read what its nodes hold. Nothing would
+        # look again, and the delete of the server skips finished
+        # migrations: a periodic task reads what init_host could not.
+        server, source, _target, migration = (
+            self._source_stops_before_release())
+        failed, down = self.placement_down()
+        self.computes[source] = self.restart_compute_service(
+            self.computes[source])
+        down.clear()
+        self.assertIn(('get', '/resource_providers/%s/allocations'
+                       % self._get_provider_uuid_by_host(source)), failed,
+                      'the restarted source did not meet the outage')
+        self.assertNotEqual({}, self._get_allocations_by_server_uuid(
+            migration), 'the restart removed them: nothing to recreate')
+
+        self._run_periodic_tasks(source)
+        self.assertEqual({}, self._get_allocations_by_server_uuid(
+            migration), base.LEAK + 'the finished migration still holds '
+            'the source node once the source\'s periodic tasks ran with '
+            'placement back')
+        self.delete_server_and_wait(server)
+        self.assert_server_left_nothing(server)
 
 
 class ConfirmSourceRestartsThenDeleteTest(

@@ -311,17 +311,31 @@ def init_host(self, service_ref):
     it stopped (_remove_allocations_of_finished_moves).
     """
     self._init_host_as_nova_does(service_ref)
-    # A clean-up: the service starts whatever it meets.
+    _remove_allocations_of_finished_moves_at_start(self)
+
+
+# What _finished_moves_unread holds when init_host could not even list
+# the host's nodes: all of them are read again.
+EVERY_NODE = 'every node'
+
+
+def _remove_allocations_of_finished_moves_at_start(manager):
+    """init_host's clean-up: the service starts whatever it meets. What
+    it could not read is left to _remove_allocations_of_finished_moves_left
+    (the manager's _finished_moves_unread).
+    """
     try:
-        self._remove_allocations_of_finished_moves(
-            nova_context.get_admin_context())
+        manager._finished_moves_unread = (
+            manager._remove_allocations_of_finished_moves(
+                nova_context.get_admin_context()))
     except Exception:
         LOG.exception('Unable to remove the allocations of moves that '
-                      'finished while this service stopped; "nova-manage '
-                      'placement audit --delete" finds them.')
+                      'finished while this service stopped; retried every '
+                      '%d seconds.', CONF.instance_delete_interval)
+        manager._finished_moves_unread = EVERY_NODE
 
 
-def _remove_allocations_of_finished_moves(self, context):
+def _remove_allocations_of_finished_moves(self, context, only=None):
     """Added to ComputeManager (bug 1848343).
 
     Remove the allocations that finished moves still hold on this host's
@@ -342,19 +356,24 @@ def _remove_allocations_of_finished_moves(self, context):
     migrations from this host. A migration whose allocations placement
     does not delete then is recorded 'error', as
     _delete_allocation_after_move does: the delete of its server removes
-    them. If placement cannot be read at all, a warning names what is
-    left to nova-manage placement audit.
+    them. A node whose allocations placement does not return is read
+    again later (_remove_allocations_of_finished_moves_left).
 
     :param context: an admin request context
+    :param only: the uuids of the nodes to read; all of the host's if None
+    :returns: the uuids of the nodes whose allocations could not be read
     """
     try:
         nodes = objects.ComputeNodeList.get_all_by_host(context,
                                                         self.host)
     except exception.ComputeHostNotFound:
         # A first start: nothing was moved from here.
-        return
+        return set()
     client = self.reportclient
+    unread = set()
     for node in nodes:
+        if only is not None and node.uuid not in only:
+            continue
         try:
             held = client.get_allocations_for_resource_provider(
                 context, node.uuid).allocations
@@ -362,8 +381,9 @@ def _remove_allocations_of_finished_moves(self, context):
             LOG.warning('Unable to read the allocations of compute '
                         'node %s in placement; those of moves that '
                         'finished while this service stopped, if any, '
-                        'are left ("nova-manage placement audit '
-                        '--delete" finds them).', node.uuid)
+                        'are looked for again in %d seconds.', node.uuid,
+                        CONF.instance_delete_interval)
+            unread.add(node.uuid)
             continue
         if not held:
             continue
@@ -391,6 +411,37 @@ def _remove_allocations_of_finished_moves(self, context):
                 # cannot reach): the migration is recorded 'error', so
                 # that the delete of its server removes them.
                 _record_allocations_left(migration)
+    return unread
+
+
+def _remove_allocations_of_finished_moves_left(self, context):
+    """Added to nova.compute.manager.ComputeManager (bug 1848343).
+
+    Look again at the nodes whose allocations init_host could not read.
+
+    init_host removes what finished moves left on this host's nodes
+    (_remove_allocations_of_finished_moves). A compute that starts during
+    a placement outage cannot read them, and nothing else removes them:
+    the delete of the server skips finished migrations. This runs every
+    [DEFAULT]instance_delete_interval seconds and reads only the nodes
+    left unread, until placement answers for all of them; once it has,
+    it costs nothing.
+    """
+    unread = getattr(self, '_finished_moves_unread', None)
+    if not unread:
+        return
+    LOG.info('Looking again for the allocations that finished moves left '
+             'on this host\'s nodes.')
+    only = None if unread == EVERY_NODE else unread
+    self._finished_moves_unread = (
+        self._remove_allocations_of_finished_moves(context, only=only))
+
+
+def remove_allocations_of_finished_moves_periodic_task():
+    """The periodic task as registered on ComputeManager at activation."""
+    return periodic_task.periodic_task(
+        spacing=CONF.instance_delete_interval)(
+            _remove_allocations_of_finished_moves_left)
 
 
 def _do_rebuild_instance_with_claim(
@@ -436,13 +487,7 @@ class ComputeManagerZed(object):
     def init_host(self):
         """Initialization for a standalone compute service."""
         self._init_host_as_nova_does()
-        try:
-            self._remove_allocations_of_finished_moves(
-                nova_context.get_admin_context())
-        except Exception:
-            LOG.exception('Unable to remove the allocations of moves that '
-                          'finished while this service stopped; "nova-'
-                          'manage placement audit --delete" finds them.')
+        _remove_allocations_of_finished_moves_at_start(self)
 
     def _do_rebuild_instance_with_claim(
             self, context, instance, orig_image_ref, image_meta,

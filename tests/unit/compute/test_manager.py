@@ -413,9 +413,9 @@ class RemoveAllocationsOfFinishedMovesTestCase(testtools.TestCase):
         self.held = {'rp1': {'instance-1': {}, 'migration-1': {}},
                      'rp2': {}}
 
-    def _remove(self):
-        manager._remove_allocations_of_finished_moves(self.compute,
-                                                      self.context)
+    def _remove(self, only=None):
+        return manager._remove_allocations_of_finished_moves(
+            self.compute, self.context, only=only)
 
     @property
     def nodes(self):
@@ -459,8 +459,37 @@ class RemoveAllocationsOfFinishedMovesTestCase(testtools.TestCase):
         self.reportclient.get_allocations_for_resource_provider.side_effect = (
             exception.ResourceProviderAllocationRetrievalFailed(
                 rp_uuid='rp1', error='down'))
-        self._remove()
+        # Both nodes unread: they are returned, to be read again.
+        self.assertEqual({'rp1', 'rp2'}, self._remove())
         self.migrations.assert_not_called()
+
+    def test_the_nodes_read_are_not_returned(self):
+        self.nodes.return_value = [mock.Mock(uuid='rp1'),
+                                   mock.Mock(uuid='rp2')]
+        self.migrations.return_value = []
+        read = self.reportclient.get_allocations_for_resource_provider
+        original = read.side_effect
+
+        def rp2_unreachable(context, rp):
+            if rp == 'rp2':
+                raise exception.ResourceProviderAllocationRetrievalFailed(
+                    rp_uuid=rp, error='down')
+            return original(context, rp)
+
+        read.side_effect = rp2_unreachable
+        self.assertEqual({'rp2'}, self._remove())
+
+    def test_only_the_nodes_named(self):
+        self.nodes.return_value = [mock.Mock(uuid='rp1'),
+                                   mock.Mock(uuid='rp2')]
+        self.migrations.return_value = []
+        self.assertEqual(set(), self._remove(only={'rp2'}))
+        self.reportclient.get_allocations_for_resource_provider.\
+            assert_called_once_with(self.context, 'rp2')
+
+    def test_first_start_leaves_nothing_unread(self):
+        self.nodes.side_effect = exception.ComputeHostNotFound(host='host1')
+        self.assertEqual(set(), self._remove())
 
     def test_a_failed_delete_does_not_stop_the_others(self):
         self.nodes.return_value = [mock.Mock(uuid='rp1')]
@@ -519,6 +548,64 @@ class InitHostTestCase(testtools.TestCase):
         compute._remove_allocations_of_finished_moves.side_effect = (
             exception.NovaException('no database'))
         manager.init_host(compute, None)
+        # Every node is left to the periodic task.
+        self.assertEqual(manager.EVERY_NODE, compute._finished_moves_unread)
+        compute._finished_moves_unread = None
         manager.ComputeManagerZed.init_host(compute)
+        self.assertEqual(manager.EVERY_NODE, compute._finished_moves_unread)
         self.assertEqual(
             2, compute._remove_allocations_of_finished_moves.call_count)
+
+    def test_the_nodes_left_unread_are_kept(self):
+        for init_host, args in ((manager.init_host, (None,)),
+                                (manager.ComputeManagerZed.init_host, ())):
+            compute = mock.Mock()
+            compute._remove_allocations_of_finished_moves.return_value = {
+                'rp1'}
+            init_host(compute, *args)
+            self.assertEqual({'rp1'}, compute._finished_moves_unread)
+
+
+class RemoveAllocationsOfFinishedMovesLeftTestCase(testtools.TestCase):
+    """The periodic task reads again what init_host could not."""
+
+    def _run(self, unread):
+        compute = mock.Mock(spec=['_remove_allocations_of_finished_moves'])
+        if unread is not None:
+            compute._finished_moves_unread = unread
+        compute._remove_allocations_of_finished_moves.return_value = set()
+        manager._remove_allocations_of_finished_moves_left(
+            compute, mock.sentinel.context)
+        return compute
+
+    def test_nothing_left_costs_nothing(self):
+        for unread in (None, set()):
+            compute = self._run(unread)
+            compute._remove_allocations_of_finished_moves.assert_not_called()
+
+    def test_the_nodes_left_are_read_until_they_are_read(self):
+        compute = self._run({'rp1'})
+        compute._remove_allocations_of_finished_moves.\
+            assert_called_once_with(mock.sentinel.context, only={'rp1'})
+        self.assertEqual(set(), compute._finished_moves_unread)
+
+    def test_every_node(self):
+        compute = self._run(manager.EVERY_NODE)
+        compute._remove_allocations_of_finished_moves.\
+            assert_called_once_with(mock.sentinel.context, only=None)
+
+    def test_a_failure_keeps_them_for_the_next_run(self):
+        compute = mock.Mock(spec=['_remove_allocations_of_finished_moves'])
+        compute._finished_moves_unread = {'rp1'}
+        compute._remove_allocations_of_finished_moves.side_effect = (
+            exception.NovaException('no database'))
+        self.assertRaises(exception.NovaException,
+                          manager._remove_allocations_of_finished_moves_left,
+                          compute, mock.sentinel.context)
+        self.assertEqual({'rp1'}, compute._finished_moves_unread)
+
+    def test_registered_every_instance_delete_interval(self):
+        task = manager.remove_allocations_of_finished_moves_periodic_task()
+        self.assertTrue(task._periodic_task)
+        self.assertEqual(manager.CONF.instance_delete_interval,
+                         task._periodic_spacing)
