@@ -159,6 +159,13 @@ placement cannot be reached:
   remove the server. API._delete now puts the task state back as it was
   when the delete fails, so the user can retry.
 
+* The local delete of a server on no host destroys its record on the
+  condition that it still has no host. An unshelve or a reschedule that
+  put the server on a host in between made Instance.destroy refuse
+  ("host changed"): the DELETE answered 500 and left the server DELETED
+  on its new host. API._delete now reads it again and deletes it as a
+  server on that host.
+
 * The compute's reclaim of a soft-deleted server records DELETED and
   then fails in the resource tracker when placement is down: the server
   stayed listed as DELETED with its allocations, since the reclaim only
@@ -946,7 +953,8 @@ FIX = registry.Fix(
            'bug-1848343-source-restart-finished-moves-4c7e2a91b05d3f18.yaml',
            'bug-1848343-delete-during-reschedule-7d3b1e0a94c2f561.yaml',
            'bug-1848343-cross-cell-failed-confirm-revert-'
-           '2f6c9d41a8e05b73.yaml'),
+           '2f6c9d41a8e05b73.yaml',
+           'bug-1848343-delete-host-changed-4e1b8c07d9a3f562.yaml'),
     patch=registry.Patch(
         slug='Do-not-leak-allocations-reverting-a-deleted-server-s-move',
         subject="Do not leak allocations reverting a deleted server's move",

@@ -51,6 +51,9 @@ common.install_api_paste_config()
 LEAK = common.LEAK
 #: A server left where no request moves it counts as a leak too.
 STUCK = LEAK + 'STUCK: '
+# A request answered 500 where a user needs an answer to act on: nova
+# fails the request it should have completed or refused.
+SERVER_ERROR = LEAK + 'SERVER ERROR: '
 
 # Migration statuses after which a migration holds no allocations (nova's
 # migration_get_in_progress_by_host_and_node leaves out the same ones).

@@ -836,6 +836,78 @@ class DeleteDuringUnshelveDuringPlacementOutageTest(_DeleteFaultsTestBase):
         self.assert_no_guest_left(server)
 
 
+class DeleteWhileUnshelveLandsTest(_DeleteFaultsTestBase):
+    """Regression test for a delete's faults: a server on no host is put
+    on one while the API deletes it.
+
+    1. A server is shelved and offloaded: it is on no host.
+    2. The user unshelves it; the conductor schedules it and casts to the
+       target's compute.
+    3. The user deletes it. It is on no host, so the API deletes it
+       locally: it saves the record DELETED and destroys it on the
+       condition that it still has no host. In between, the compute's
+       unshelve claims the host (the test lets it run up to there as the
+       API reaches the destroy), and Instance.destroy refuses ("host
+       changed"). nova's DELETE answers 500 and leaves the record DELETED
+       on that host, where the unshelve goes on.
+    4. With the fix the API reads the server again and deletes it as a
+       server on that host: the DELETE answers 204, and nothing is left
+       of it once the target's compute has deleted it, no guest either.
+    """
+
+    def test_delete_completes(self):
+        self.flags(shelved_offload_time=0)
+        server, _source, _target = self._create_server()
+        self.api.post_server_action(server['id'], {'shelve': {}})
+        self._wait_for_state_change(server, 'SHELVED_OFFLOADED')
+
+        reached = threading.Event()
+        release = threading.Event()
+        self.addCleanup(release.set)
+        unshelve = compute_manager.ComputeManager.unshelve_instance
+
+        def held_unshelve(manager, *args, **kwargs):
+            reached.set()
+            release.wait(TIMEOUT)
+            return unshelve(manager, *args, **kwargs)
+
+        self.stub_out('nova.compute.manager.ComputeManager.'
+                      'unshelve_instance', held_unshelve)
+        self.api.post_server_action(server['id'], {'unshelve': None})
+        self.wait_for(reached, 'the compute\'s unshelve', TIMEOUT)
+
+        destroy = objects.Instance.destroy
+        landed = []
+
+        def claim_lands(instance, *args, **kwargs):
+            if (not landed and instance.uuid == server['id'] and
+                    not instance.host):
+                # The API's destroy of the record it read on no host: the
+                # unshelve claims its host now.
+                release.set()
+                deadline = time.monotonic() + TIMEOUT
+                while time.monotonic() < deadline:
+                    current = objects.Instance.get_by_uuid(
+                        instance._context, instance.uuid)
+                    if current.host:
+                        landed.append(current.host)
+                        break
+                    time.sleep(0.05)
+            return destroy(instance, *args, **kwargs)
+
+        self.stub_out('nova.objects.Instance.destroy', claim_lands)
+        response = self.api.api_delete('/servers/%s' % server['id'],
+                                       check_response_status=[204, 500])
+        self.assertEqual(1, len(landed), 'the unshelve did not claim its '
+                         'host during the delete: nothing to recreate')
+        self.assertEqual(204, response.status, base.SERVER_ERROR +
+                         'the DELETE of a server put on a host while it '
+                         'was deleted answered %s' % response.status)
+        self.assert_retry_deletes(server)
+        self.assert_server_left_nothing(server)
+        self.assert_no_guest_left(server)
+
+
 class _SourceStopsBeforeReleaseMixin(object):
     """Regression test for a move's source that stops before it removes
     the migration's allocations (found by the race explorer's restart

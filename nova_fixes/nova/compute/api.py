@@ -223,18 +223,26 @@ def _delete(self, context, instance, delete_type, cb, **instance_attrs):
     that fails once it has saved its task state puts the task state back
     as it was before the request, so that the user can retry.
 
-    And a server that a cross-cell resize which failed or stopped left
-    with a hidden copy in another cell (_hidden_copies) has that copy
-    deleted too, once its own delete is done: no other request reaches
-    it.
+    A server whose host changed under a local delete is deleted on its
+    new host (_delete_on_its_new_host). And a server that a cross-cell
+    resize which failed or stopped left with a hidden copy in another
+    cell (_hidden_copies) has that copy deleted too, once its own delete
+    is done: no other request reaches it.
     """
     task_state = (instance.task_state
                   if instance.obj_attr_is_set('task_state') else None)
     hidden = (_hidden_copies(context, instance)
               if delete_type == 'delete' else [])
     try:
-        result = self._delete_as_requested(context, instance, delete_type,
-                                           cb, **instance_attrs)
+        try:
+            result = self._delete_as_requested(context, instance,
+                                               delete_type, cb,
+                                               **instance_attrs)
+        except exception.ObjectActionError as e:
+            if e.kwargs.get('reason') != 'host changed':
+                raise
+            result = _delete_on_its_new_host(
+                self, context, instance, delete_type, cb, instance_attrs)
     except Exception:
         with excutils.save_and_reraise_exception():
             _restore_task_state(instance, task_state,
@@ -248,6 +256,34 @@ def _delete(self, context, instance, delete_type, cb, **instance_attrs):
                           'its cross-cell resize left in cell %s.',
                           other_copy._context.cell_uuid, instance=instance)
     return result
+
+
+def _delete_on_its_new_host(compute_api, context, instance, delete_type,
+                            cb, instance_attrs):
+    """Delete a server that was put on a host while the API deleted it
+    locally as a server on no host.
+
+    A server read on no host (shelved offloaded, or a build that failed
+    and is rescheduled) is deleted locally: its record is saved DELETED,
+    then destroyed on the condition that it still has no host. When an
+    unshelve's or a reschedule's claim lands in between, the compute has
+    put the server on its host and Instance.destroy refuses ("host
+    changed"): nova answered 500, and left the server DELETED on that
+    host, with whatever the compute goes on to build there. The server
+    is read again and deleted once more, now as the API deletes a server
+    on that host: through its compute when it is up (which waits for the
+    build under the instance's lock, then removes the guest, the
+    allocations and the record), or locally again when it is down.
+    """
+    LOG.info('The server was put on a host while it was deleted as a '
+             'server on no host; deleting it on its new host.',
+             instance=instance)
+    try:
+        instance.refresh()
+    except exception.InstanceNotFound:
+        return None
+    return compute_api._delete_as_requested(context, instance, delete_type,
+                                             cb, **instance_attrs)
 
 
 def _hidden_copies(context, instance):

@@ -313,6 +313,46 @@ class DeleteTestCase(testtools.TestCase):
         self.assertRaises(ValueError, self._delete)
         self.log.exception.assert_called_once()
 
+    def _host_changed_once(self):
+        host_changed = exception.ObjectActionError(action='destroy',
+                                                   reason='host changed')
+        self.original.side_effect = [host_changed,
+                                     self.original.return_value]
+
+    @mock.patch.object(objects.Instance, 'refresh')
+    def test_host_changed_deletes_it_again_on_its_host(self, refresh):
+        self._host_changed_once()
+        self.assertEqual(self.original.return_value, self._delete())
+        refresh.assert_called_once_with()
+        call = mock.call(mock.sentinel.ctxt, self.instance, 'delete',
+                         mock.sentinel.cb, task_state='deleting')
+        self.assertEqual([call, call], self.original.call_args_list)
+
+    @mock.patch.object(objects.Instance, 'refresh')
+    def test_host_changed_and_gone_meanwhile(self, refresh):
+        self._host_changed_once()
+        refresh.side_effect = exception.InstanceNotFound(instance_id=UUID)
+        self.assertIsNone(self._delete())
+        self.original.assert_called_once()
+
+    @mock.patch.object(objects.Instance, 'refresh')
+    def test_host_changed_twice_fails_as_other_failures(self, refresh):
+        # Only once: a second failure is the delete's error, and its task
+        # state is put back as for any other.
+        self._fail_after_saving(exception.ObjectActionError(
+            action='destroy', reason='host changed'))
+        self.assertRaises(exception.ObjectActionError, self._delete)
+        self.assertEqual(2, self.original.call_count)
+        self.assertIsNone(self.instance.task_state)
+
+    @mock.patch.object(objects.Instance, 'refresh')
+    def test_other_object_action_errors_are_not_retried(self, refresh):
+        self._fail_after_saving(exception.ObjectActionError(
+            action='destroy', reason='already destroyed'))
+        self.assertRaises(exception.ObjectActionError, self._delete)
+        self.original.assert_called_once()
+        refresh.assert_not_called()
+
 
 class ConfirmResizeOnDeletingTestCase(testtools.TestCase):
 
