@@ -46,6 +46,8 @@ class Outcome(object):
         self.notes = []
         self.steps = []
         self.unholdable = []
+        #: The recorded steps that were RPC casts (see Tracker.casts).
+        self.casts = []
         self.held_owner = None
 
     def error(self, why):
@@ -61,7 +63,8 @@ class Outcome(object):
         """Everything, for the parent of the run's process."""
         return dict(self.to_dict(), held_owner=self.held_owner,
                     steps=[list(s) for s in self.steps],
-                    unholdable=[list(s) for s in self.unholdable])
+                    unholdable=[list(s) for s in self.unholdable],
+                    casts=[list(s) for s in self.casts])
 
     @classmethod
     def from_wire(cls, wire):
@@ -72,6 +75,7 @@ class Outcome(object):
         outcome.held_owner = wire['held_owner']
         outcome.steps = [tracker.Step(*s) for s in wire['steps']]
         outcome.unholdable = [tracker.Step(*s) for s in wire['unholdable']]
+        outcome.casts = [tracker.Step(*s) for s in wire['casts']]
         return outcome
 
 

@@ -350,6 +350,7 @@ class ExploreCase(base.NovaFixesTestMixin,
             self.tracker.disarm()
             self._outcome_.steps = list(self.tracker.steps)
             self._outcome_.unholdable = list(self.tracker.unholdable)
+            self._outcome_.casts = list(self.tracker.casts)
             if error:
                 self._outcome_.error(
                     'the operation failed undisturbed: ' + error)

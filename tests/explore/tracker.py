@@ -123,6 +123,9 @@ class Tracker(object):
         self.steps = []
         #: Steps recorded where a hold would deadlock the cell DB fixture.
         self.unholdable = []
+        #: The recorded RPC steps that were casts: a cast has no reply to
+        #: lose, so the timeout variant need not run them.
+        self.casts = []
         self._counts = collections.Counter()
         self._local = threading.local()
         # The hold, or the fault made at the target instead (``fault``
@@ -176,9 +179,11 @@ class Tracker(object):
         lock = self._cell_lock
         return lock is not None and (lock.is_reader() or lock.is_writer())
 
-    def step(self, kind, owner, method, who=None):
+    def step(self, kind, owner, method, who=None, cast=False):
         """A nova thread is at a step: record it, hold it if it is the
         target.
+
+        :param cast: the step is an RPC message with no reply to wait for
         """
         with self._cond:
             if not self.armed:
@@ -189,6 +194,8 @@ class Tracker(object):
             in_cell = self._in_target_cell()
             if self.recording:
                 (self.unholdable if in_cell else self.steps).append(step)
+                if cast:
+                    self.casts.append(step)
             hit = step == self.target and not self.reached.is_set()
             if hit:
                 self.held_owner = who
@@ -233,7 +240,8 @@ class Tracker(object):
     def _step_and_process(self, process, server, incoming, method):
         if is_step(method, self.all_entries):
             self.step('rpc', server._target.topic, method,
-                      who=server._target.server)
+                      who=server._target.server,
+                      cast=getattr(incoming[0], '_reply_q', None) is None)
         return self._process(process, server, incoming)
 
     def _unwound(self, message=None):

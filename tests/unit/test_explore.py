@@ -287,6 +287,66 @@ class LoseReplyTest(testtools.TestCase):
         self.assertEqual('entry', self.tracker.fault_applied)
 
 
+class CastsTest(testtools.TestCase):
+    """The recording notes the RPC steps that were casts, and the
+    timeout variant runs none of them.
+    """
+
+    def test_recorded_casts(self):
+        t = tracker.Tracker()
+        t.arm(record=True)
+        processed = []
+
+        def process(server, incoming):
+            processed.append(incoming[0])
+
+        server = argparse.Namespace(_target=argparse.Namespace(
+            topic='compute', server='host1'))
+        call, cast = _Message(object()), _Message(None)
+        t._step_and_process(process, server, [call], 'check_can_live_'
+                            'migrate_destination')
+        t._step_and_process(process, server, [cast], 'prep_resize')
+        t.disarm()
+        self.assertEqual([call, cast], processed)
+        self.assertEqual(
+            [tracker.Step('rpc', 'compute', 'check_can_live_migrate_'
+                          'destination', 1),
+             tracker.Step('rpc', 'compute', 'prep_resize', 1)], t.steps)
+        self.assertEqual([tracker.Step('rpc', 'compute', 'prep_resize', 1)],
+                         t.casts)
+
+    def test_not_recorded_unless_recording(self):
+        t = tracker.Tracker()
+        t.arm()
+        t.step('rpc', 'compute', 'prep_resize', cast=True)
+        self.assertEqual([], t.casts)
+
+    def test_timeout_variant_skips_the_recorded_casts(self):
+        from tests.explore import worker
+        call = tracker.Step('rpc', 'compute', 'check_can_live_migrate_'
+                            'destination', 1)
+        cast = tracker.Step('rpc', 'compute', 'prep_resize', 1)
+        recorded = _outcome('OK', steps=[call, cast], casts=[cast])
+        plans = []
+
+        def run(plan):
+            plans.append(plan)
+            return recorded if plan[0] == 'record' else _outcome('OK')
+
+        written = []
+        worker._explore_plans(argparse.Namespace(name=OP), run,
+                              ['delete', 'timeout'], 0, written.append,
+                              lambda line: None)
+        self.assertEqual([('record',), ('inject', call, 'delete'),
+                          ('inject', call, 'timeout'),
+                          ('inject', cast, 'delete')], plans)
+        skipped = [w for w in written if w.get('step') == cast.label and
+                   w.get('variant') == 'timeout']
+        self.assertEqual(1, len(skipped))
+        self.assertEqual('N/A', skipped[0]['result'])
+        self.assertIn('cast', skipped[0]['details'][0])
+
+
 class KillTest(testtools.TestCase):
     """The restart variant: the held step's thread ends at the hold, the
     caller of an RPC call gets no reply.
@@ -520,7 +580,7 @@ class ForkedRunTest(testtools.TestCase):
             'LEAK', details=['migration 1234 on host1: VCPU=1'],
             notes=['guest left'], steps=[step],
             unholdable=[tracker.Step('entry', 'ComputeManager', 'x', 1)],
-            held_owner='host1'))
+            casts=[step], held_owner='host1'))
         self.assertEqual('LEAK', outcome.result)
         self.assertEqual(['migration 1234 on host1: VCPU=1'],
                          outcome.details)
@@ -529,6 +589,7 @@ class ForkedRunTest(testtools.TestCase):
         self.assertEqual('rpc compute.revert_resize#2',
                          outcome.steps[0].label)
         self.assertEqual('ComputeManager.x', outcome.unholdable[0].label)
+        self.assertEqual([step], outcome.casts)
         self.assertEqual('host1', outcome.held_owner)
 
     def test_the_child_changes_nothing_here(self):
