@@ -157,7 +157,11 @@ placement cannot be reached:
   task state left the server in it, and every later DELETE was ignored
   ("already in deleting state"): only an admin's reset-state could
   remove the server. API._delete now puts the task state back as it was
-  when the delete fails, so the user can retry.
+  when the delete fails, so the user can retry. A delete that stopped
+  between that save and its cast to the compute (the API's process
+  restarted, the message lost) cannot put anything back: a DELETE of a
+  server in a delete's task state that nothing updated for longer than
+  rpc_response_timeout now sends the delete again.
 
 * The local delete of a server on no host destroys its record on the
   condition that it still has no host. An unshelve or a reschedule that
@@ -954,7 +958,8 @@ FIX = registry.Fix(
            'bug-1848343-delete-during-reschedule-7d3b1e0a94c2f561.yaml',
            'bug-1848343-cross-cell-failed-confirm-revert-'
            '2f6c9d41a8e05b73.yaml',
-           'bug-1848343-delete-host-changed-4e1b8c07d9a3f562.yaml'),
+           'bug-1848343-delete-host-changed-4e1b8c07d9a3f562.yaml',
+           'bug-1848343-delete-left-behind-9a2f6e13c7b40d85.yaml'),
     patch=registry.Patch(
         slug='Do-not-leak-allocations-reverting-a-deleted-server-s-move',
         subject="Do not leak allocations reverting a deleted server's move",

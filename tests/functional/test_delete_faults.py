@@ -38,12 +38,16 @@ allocations were gone:
    leaves nothing.
 """
 
+import datetime
 import threading
 import time
+
+from oslo_utils import timeutils
 
 from nova.compute import manager as compute_manager
 from nova.conductor import api as conductor_api
 from nova.conductor import manager as conductor_manager
+import nova.conf
 from nova import context as nova_context
 from nova import exception
 from nova import objects
@@ -53,6 +57,8 @@ from nova.tests.functional.api import client as api_client
 from nova.tests.functional import integrated_helpers
 
 from tests.functional import base
+
+CONF = nova.conf.CONF
 
 TIMEOUT = 30
 # How long a retried DELETE may take to remove the server.
@@ -831,6 +837,47 @@ class DeleteDuringUnshelveDuringPlacementOutageTest(_DeleteFaultsTestBase):
 
         release.set()
         server = self._wait_for_state_change(server, 'ACTIVE')
+        self.assert_retry_deletes(server)
+        self.assert_server_left_nothing(server)
+        self.assert_no_guest_left(server)
+
+
+class DeleteLeftByAStoppedRequestTest(_DeleteFaultsTestBase):
+    """Regression test for a delete's faults: the API's process stops in
+    the middle of a DELETE.
+
+    1. The user deletes a server whose compute is up. The API saves
+       task_state 'deleting', and its process stops right then
+       (restarted for an upgrade, killed, its WSGI worker recycled),
+       before it casts the delete to the compute. The test writes what
+       that leaves: the server ACTIVE in task_state 'deleting', last
+       updated longer ago than [DEFAULT]rpc_response_timeout.
+    2. The user deletes it again. nova ignores every DELETE of a server
+       in 'deleting' whose compute is up ("already in deleting state"):
+       the server stays for good, with its guest and its allocations,
+       until an admin's reset-state. With the fix the delete is sent
+       again: nothing is left of the server, no guest either.
+    """
+
+    def test_retry_the_delete(self):
+        server, _source, _target = self._create_server()
+        left = timeutils.utcnow() - datetime.timedelta(
+            seconds=CONF.rpc_response_timeout + 60)
+        for cctxt in self._cell_contexts():
+            try:
+                instance = objects.Instance.get_by_uuid(cctxt, server['id'])
+            except exception.InstanceNotFound:
+                continue
+            instance.task_state = 'deleting'
+            instance.updated_at = left
+            instance.save()
+            instance.refresh()
+            self.assertEqual('deleting', instance.task_state)
+            self.assertTrue(timeutils.is_older_than(
+                instance.updated_at, CONF.rpc_response_timeout))
+            break
+        else:
+            self.fail('no cell holds the server')
         self.assert_retry_deletes(server)
         self.assert_server_left_nothing(server)
         self.assert_no_guest_left(server)

@@ -16,14 +16,18 @@ from keystoneauth1 import exceptions as ks_exc
 from oslo_log import log as logging
 from oslo_messaging import exceptions as oslo_exceptions
 from oslo_utils import excutils
+from oslo_utils import timeutils
 
+from nova.compute import task_states
 from nova.compute import utils as compute_utils
 from nova.compute import vm_states
 from nova.conductor.tasks import cross_cell_migrate
+import nova.conf
 from nova import context as nova_context
 from nova import exception
 from nova import objects
 
+CONF = nova.conf.CONF
 LOG = logging.getLogger(__name__)
 
 #: Set on a request context: the instance UUIDs whose allocations this
@@ -223,14 +227,22 @@ def _delete(self, context, instance, delete_type, cb, **instance_attrs):
     that fails once it has saved its task state puts the task state back
     as it was before the request, so that the user can retry.
 
-    A server whose host changed under a local delete is deleted on its
-    new host (_delete_on_its_new_host). And a server that a cross-cell
-    resize which failed or stopped left with a hidden copy in another
-    cell (_hidden_copies) has that copy deleted too, once its own delete
-    is done: no other request reaches it.
+    A server left in a delete's task state by a delete that stopped
+    before it reached the compute (_delete_left_behind) is deleted again
+    rather than ignored. A server whose host changed under a local
+    delete is deleted on its new host (_delete_on_its_new_host). And a
+    server that a cross-cell resize which failed or stopped left with a
+    hidden copy in another cell (_hidden_copies) has that copy deleted
+    too, once its own delete is done: no other request reaches it.
     """
     task_state = (instance.task_state
                   if instance.obj_attr_is_set('task_state') else None)
+    if _delete_left_behind(instance, task_state):
+        LOG.warning('The server has been in task state %s for more than '
+                    '%d seconds: deleting it again.', task_state,
+                    CONF.rpc_response_timeout, instance=instance)
+        # nova's delete ignores a server in a delete's task state.
+        instance.task_state = None
     hidden = (_hidden_copies(context, instance)
               if delete_type == 'delete' else [])
     try:
@@ -256,6 +268,31 @@ def _delete(self, context, instance, delete_type, cb, **instance_attrs):
                           'its cross-cell resize left in cell %s.',
                           other_copy._context.cell_uuid, instance=instance)
     return result
+
+
+def _delete_left_behind(instance, task_state):
+    """Whether a delete left the server in its task state and stopped.
+
+    nova's API._delete saves the delete's task state (DELETING, or
+    SOFT_DELETING) and then casts the delete to the server's compute;
+    every later DELETE of a server in that task state whose compute is
+    up is ignored ("already in deleting state"), as the delete is under
+    way. An API process that stops in between (restarted, killed, its
+    worker recycled) or a cast the message bus loses leaves the server
+    in that task state with no delete under way, and no request could
+    move it out any more. A delete task state that nothing has updated
+    for longer than an RPC call waits for its reply
+    ([DEFAULT]rpc_response_timeout) is taken as left behind: the delete
+    is sent again. If the first is still running on the compute after
+    all, the second waits for the instance's lock and finds the server
+    gone.
+    """
+    if task_state not in (task_states.DELETING, task_states.SOFT_DELETING):
+        return False
+    updated_at = (instance.updated_at
+                  if instance.obj_attr_is_set('updated_at') else None)
+    return (updated_at is not None and
+            timeutils.is_older_than(updated_at, CONF.rpc_response_timeout))
 
 
 def _delete_on_its_new_host(compute_api, context, instance, delete_type,

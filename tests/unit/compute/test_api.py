@@ -10,6 +10,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
+import datetime
 import types
 from unittest import mock
 
@@ -17,6 +18,8 @@ from keystoneauth1 import exceptions as ks_exc
 from nova import exception
 from nova import objects
 import oslo_messaging
+from oslo_messaging import opts as messaging_opts
+from oslo_utils import timeutils
 import testtools
 
 from nova_fixes import fixture
@@ -263,6 +266,11 @@ class DeleteTestCase(testtools.TestCase):
         save = mock.patch.object(objects.Instance, 'save').start()
         self.addCleanup(mock.patch.stopall)
         self.save = save
+        # rpc_response_timeout: oslo.messaging registers it with nova's
+        # first RPC client (the API's compute_rpcapi).
+        for group, opts in messaging_opts.list_opts():
+            if group is None:
+                api.CONF.register_opts(list(opts))
 
     def _delete(self):
         return api._delete(self.compute_api, mock.sentinel.ctxt,
@@ -352,6 +360,50 @@ class DeleteTestCase(testtools.TestCase):
         self.assertRaises(exception.ObjectActionError, self._delete)
         self.original.assert_called_once()
         refresh.assert_not_called()
+
+    def _left(self, task_state, seconds_ago):
+        self.instance.task_state = task_state
+        self.instance.updated_at = (timeutils.utcnow(with_timezone=True) -
+                                    datetime.timedelta(seconds=seconds_ago))
+        self.instance.obj_reset_changes()
+
+    def test_delete_left_behind_is_sent_again(self):
+        timeout = api.CONF.rpc_response_timeout
+        for task_state in ('deleting', 'soft-deleting'):
+            self._left(task_state, timeout + 5)
+            seen = []
+            self.original.side_effect = (
+                lambda ctxt, instance, *args, **kwargs:
+                seen.append(instance.task_state))
+            self._delete()
+            # nova's delete sees no delete's task state: it deletes.
+            self.assertEqual([None], seen)
+            self.log.warning.assert_called()
+
+    def test_delete_under_way_is_left_to_nova(self):
+        timeout = api.CONF.rpc_response_timeout
+        self._left('deleting', timeout - 5)
+        seen = []
+        self.original.side_effect = (
+            lambda ctxt, instance, *args, **kwargs:
+            seen.append(instance.task_state))
+        self._delete()
+        self.assertEqual(['deleting'], seen)
+        self.log.warning.assert_not_called()
+
+    def test_only_a_delete_task_state_is_left_behind(self):
+        for task_state in (None, 'migrating', 'resize_prep', 'spawning'):
+            self._left(task_state, 3600)
+            self.assertFalse(api._delete_left_behind(self.instance,
+                                                     task_state))
+        self._left('deleting', 3600)
+        self.assertTrue(api._delete_left_behind(self.instance, 'deleting'))
+        # A server never updated since its creation has no updated_at.
+        instance = objects.Instance(uuid=UUID, task_state='deleting',
+                                    updated_at=None)
+        self.assertFalse(api._delete_left_behind(instance, 'deleting'))
+        instance = objects.Instance(uuid=UUID, task_state='deleting')
+        self.assertFalse(api._delete_left_behind(instance, 'deleting'))
 
 
 class ConfirmResizeOnDeletingTestCase(testtools.TestCase):
