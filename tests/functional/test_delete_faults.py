@@ -88,6 +88,36 @@ class _DeleteFaultsTestBase(base.NovaFixesTestMixin,
         for name, task in manager._periodic_tasks:
             task(manager, ctxt)
 
+    def _unshelve_held_at_the_compute(self):
+        """Create a server, shelve and offload it (it holds nothing), and
+        unshelve it: the conductor schedules it, and its compute holds
+        the unshelve at its start.
+
+        :returns: the server, and the event that lets the unshelve go on
+        """
+        self.flags(shelved_offload_time=0)
+        server, _source, _target = self._create_server()
+        self.api.post_server_action(server['id'], {'shelve': {}})
+        self._wait_for_state_change(server, 'SHELVED_OFFLOADED')
+        self.assertEqual({}, self._get_allocations_by_server_uuid(
+            server['id']))
+
+        reached = threading.Event()
+        release = threading.Event()
+        self.addCleanup(release.set)
+        original = compute_manager.ComputeManager.unshelve_instance
+
+        def unshelve(manager, *args, **kwargs):
+            reached.set()
+            release.wait(TIMEOUT)
+            return original(manager, *args, **kwargs)
+
+        self.stub_out('nova.compute.manager.ComputeManager.'
+                      'unshelve_instance', unshelve)
+        self.api.post_server_action(server['id'], {'unshelve': None})
+        self.wait_for(reached, 'the compute\'s unshelve', TIMEOUT)
+        return server, release
+
     def _compute_down(self, host):
         """Stop ``host``'s compute and force its service down, as an
         operator does for a host that is gone: the API deletes its servers
@@ -802,27 +832,7 @@ class DeleteDuringUnshelveDuringPlacementOutageTest(_DeleteFaultsTestBase):
     """
 
     def test_retry_the_delete(self):
-        self.flags(shelved_offload_time=0)
-        server, source, target = self._create_server()
-        self.api.post_server_action(server['id'], {'shelve': {}})
-        self._wait_for_state_change(server, 'SHELVED_OFFLOADED')
-        self.assertEqual({}, self._get_allocations_by_server_uuid(
-            server['id']))
-
-        reached = threading.Event()
-        release = threading.Event()
-        self.addCleanup(release.set)
-        original = compute_manager.ComputeManager.unshelve_instance
-
-        def unshelve(manager, *args, **kwargs):
-            reached.set()
-            release.wait(TIMEOUT)
-            return original(manager, *args, **kwargs)
-
-        self.stub_out('nova.compute.manager.ComputeManager.'
-                      'unshelve_instance', unshelve)
-        self.api.post_server_action(server['id'], {'unshelve': None})
-        self.wait_for(reached, 'the compute\'s unshelve', TIMEOUT)
+        server, release = self._unshelve_held_at_the_compute()
         self.assertNotEqual({}, self._get_allocations_by_server_uuid(
             server['id']), 'the scheduler claimed nothing for the unshelve')
 
@@ -903,26 +913,7 @@ class DeleteWhileUnshelveLandsTest(_DeleteFaultsTestBase):
     """
 
     def test_delete_completes(self):
-        self.flags(shelved_offload_time=0)
-        server, _source, _target = self._create_server()
-        self.api.post_server_action(server['id'], {'shelve': {}})
-        self._wait_for_state_change(server, 'SHELVED_OFFLOADED')
-
-        reached = threading.Event()
-        release = threading.Event()
-        self.addCleanup(release.set)
-        unshelve = compute_manager.ComputeManager.unshelve_instance
-
-        def held_unshelve(manager, *args, **kwargs):
-            reached.set()
-            release.wait(TIMEOUT)
-            return unshelve(manager, *args, **kwargs)
-
-        self.stub_out('nova.compute.manager.ComputeManager.'
-                      'unshelve_instance', held_unshelve)
-        self.api.post_server_action(server['id'], {'unshelve': None})
-        self.wait_for(reached, 'the compute\'s unshelve', TIMEOUT)
-
+        server, release = self._unshelve_held_at_the_compute()
         destroy = objects.Instance.destroy
         landed = []
 
