@@ -134,16 +134,33 @@ def recorded():
         return json.load(f)
 
 
-def record(series, tree, data=_DATA):
+def originals(series, data=None):
+    """[(key, what it is)] of the originals recorded for ``series``: the
+    series' release, then the distribution trees of that series
+    (registry.DISTRIBUTION_SETS) that have fingerprints of their own.
+    """
+    data = recorded() if data is None else data
+    keys = [(series, 'nova %s' % registry.RELEASES[series][0])]
+    keys += [(name, '%s: %s' % (name, what)) for name, (of, what)
+             in sorted(registry.DISTRIBUTION_SETS.items())
+             if of == series and name in data]
+    return [(key, what) for key, what in keys if key in data]
+
+
+def record(series, tree, data=_DATA, name=None):
     """Record the fingerprints of every target of a series, as a nova
-    source tree of that series has them; returns them.
+    source tree of that series has them; returns them. ``name``: a
+    distribution set of the series (registry.DISTRIBUTION_SETS) whose
+    own tree ``tree`` is, recorded beside the release's.
     """
     registry.check_series(series)
+    if name is not None:
+        registry.check_set(name, series)
     found = {target.path: of_tree(tree, target) for fix in fixes.FIXES
              for target in registry.targets_of(fix, series)}
     with open(data, encoding='utf-8') as f:
         everything = json.load(f)
-    everything[series] = found
+    everything[name or series] = found
     with open(data, 'w', encoding='utf-8') as f:
         f.write(json.dumps(everything, indent=2, sort_keys=True) + '\n')
     return found

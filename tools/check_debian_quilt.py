@@ -43,6 +43,8 @@ import tempfile
 from nova_fixes import errors
 from nova_fixes.export import patch
 from nova_fixes.export import sdist
+from nova_fixes import fingerprint
+from nova_fixes import fixes
 from nova_fixes import registry
 
 #: (Debian release, its suites, the nova-fixes series of the nova it
@@ -214,6 +216,18 @@ def _compare(a, b):
     return 0
 
 
+def stale_fingerprints(series, tree, name):
+    """The targets whose fingerprint in ``tree`` (Debian's, its own
+    patches applied) is not the one recorded for the distribution set
+    ``name``, which the fingerprint guard accepts on that nova.
+    """
+    recorded = fingerprint.recorded().get(name, {})
+    return sorted(target.path for fix in fixes.FIXES
+                  for target in registry.targets_of(fix, series)
+                  if recorded.get(target.path) !=
+                  fingerprint.of_tree(tree, target))
+
+
 def quilt_on_debian(tree, series, patch_set):
     """Debian's stack, then patches/<patch_set> appended (a distribution
     set is checked to be up to date on Debian's tree first): (Debian's
@@ -231,6 +245,13 @@ def quilt_on_debian(tree, series, patch_set):
             patch.check(series, tree, name=name)
         except errors.NovaFixesError as e:
             raise CheckFailed(str(e))
+        stale = stale_fingerprints(series, tree, name)
+        if stale:
+            raise CheckFailed(
+                'the fingerprints recorded for %s are not those of its '
+                'tree: %s (nova-fixes fingerprints record --series %s '
+                '--set %s --tree TREE)' % (name, ', '.join(stale), series,
+                                           name))
     ours = [n for n, _text in patch.series_patches(series, name=name)]
     for n in ours:
         shutil.copy(os.path.join(patch.patches_dir(series, name=name), n),

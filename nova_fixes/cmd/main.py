@@ -65,12 +65,21 @@ def _tree(args):
 def _fingerprints(args):
     from nova_fixes.export import patch
     from nova_fixes import fingerprint
+    if args.set:
+        # A distribution's own tree of the series: named, never guessed.
+        registry.check_set(args.set, args.series)
+        if not args.tree:
+            raise errors.NovaFixesError(
+                '--set %s needs --tree: the distribution\'s own nova '
+                'tree (%s)' % (args.set,
+                               registry.DISTRIBUTION_SETS[args.set][1]))
     tree = _tree(args)
     patch.check_tree(tree)
     patch.check_tree_series(tree, args.series)
-    found = fingerprint.record(args.series, tree)
-    print('recorded %d fingerprints of nova %s from %s in %s' % (
-        len(found), args.series, tree, fingerprint._DATA))
+    found = fingerprint.record(args.series, tree, name=args.set)
+    print('recorded %d fingerprints of nova %s%s from %s in %s' % (
+        len(found), args.series, ' (%s)' % args.set if args.set else '',
+        tree, fingerprint._DATA))
     for path, value in sorted(found.items()):
         print('  %s %s' % (value, path))
     return 0
@@ -137,6 +146,9 @@ def parser():
                    help='one of %s' % ', '.join(registry.SUPPORTED_SERIES))
     r.add_argument('--tree', help="a nova source tree of that series "
                    "(default: its released sdist, downloaded with pip)")
+    r.add_argument('--set', help="a distribution's own tree of the "
+                   'series (%s), recorded beside the release\'s: needs '
+                   '--tree' % ', '.join(sorted(registry.DISTRIBUTION_SETS)))
     r.set_defaults(func=_fingerprints, subparser=r)
 
     e = sub.add_parser(

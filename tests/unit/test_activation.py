@@ -15,6 +15,7 @@ import inspect
 import linecache
 from unittest import mock
 
+import fixtures
 import testtools
 
 import nova_fixes
@@ -96,7 +97,10 @@ class ActivationTestCase(testtools.TestCase):
         # patched by a non-atomic activation.
         last = [target for fix in fixes.FIXES for target in fix.targets
                 if not target.new][-1]
-        recorded[series][last.path] = 'f' * 20
+        # Every original recorded for the series (a distribution's own
+        # tree too, on Debian 13's nova).
+        for key, _what in fingerprint.originals(series, recorded):
+            recorded[key][last.path] = 'f' * 20
         with mock.patch.object(fingerprint, 'recorded',
                                return_value=recorded):
             exc = self.assertRaises(nova_fixes.TargetMismatch,
@@ -108,6 +112,54 @@ class ActivationTestCase(testtools.TestCase):
         self.assertIn('Nothing was patched', str(exc))
         self.assertEqual(self.before, _snapshot())
         self.assertEqual([], nova_fixes.active_fixes())
+
+    def _with_distribution_tree(self):
+        """recorded() with a distribution's own tree of the installed
+        series (as debian-13 is of 2025.1) that differs from the release
+        in its last replaced target; (recorded, series, that target).
+        """
+        recorded = copy.deepcopy(fingerprint.recorded())
+        series = activation.series_of(activation.nova_version())
+        for key, _what in fingerprint.originals(series, recorded)[1:]:
+            del recorded[key]
+        last = [target for fix in fixes.FIXES
+                for target in registry.targets_of(fix, series)
+                if not target.new][-1]
+        recorded['distro-x'] = dict(recorded[series])
+        recorded['distro-x'][last.path] = 'd' * 20
+        self.useFixture(fixtures.MockPatchObject(
+            registry, 'DISTRIBUTION_SETS',
+            {'distro-x': (series, "a distribution's tree")}))
+        return recorded, series, last
+
+    def test_distribution_original_is_accepted(self):
+        """nova as a distribution ships it: each target matches the
+        release's original or the distribution tree's.
+        """
+        recorded, series, last = self._with_distribution_tree()
+        # The installed nova is the distribution's in this target only.
+        recorded[series][last.path], recorded['distro-x'][last.path] = (
+            'f' * 20, recorded[series][last.path])
+        with mock.patch.object(fingerprint, 'recorded',
+                               return_value=recorded):
+            self.assertEqual(ALL, nova_fixes.activate())
+        self.assertEqual(ALL, nova_fixes.deactivate())
+        self.assertEqual(self.before, _snapshot())
+
+    def test_neither_original_refuses_naming_both(self):
+        recorded, series, last = self._with_distribution_tree()
+        recorded[series][last.path] = 'f' * 20
+        with mock.patch.object(fingerprint, 'recorded',
+                               return_value=recorded):
+            exc = self.assertRaises(nova_fixes.TargetMismatch,
+                                    nova_fixes.activate)
+        self.assertEqual(last.path, exc.target)
+        self.assertIn('expected %s (nova %s) or %s (distro-x: a '
+                      "distribution's tree)" % (
+                          'f' * 20, registry.RELEASES[series][0], 'd' * 20),
+                      str(exc))
+        self.assertIn('Nothing was patched', str(exc))
+        self.assertEqual(self.before, _snapshot())
 
     def test_changed_source_refuses_and_patches_nothing(self):
         """nova's file says something else than what was recorded (a
