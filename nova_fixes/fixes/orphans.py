@@ -32,10 +32,14 @@ whatever the number of guests and nodes, and acts on the ones that are
 orphans as [orphan_instances]action says: log (the default), stop or
 reap. Only on positive evidence: an unknown guest has no record in the
 cell, hidden or deleted, and no instance mapping in the API database
-(so no other cell knows it); a foreign guest has a live record naming
-another host. A hidden record (either side of a cross-cell resize), a
-record naming no host (shelved), a migration in progress involving
-the host or any task_state protects the guest. A guest is only acted
+(so no other cell knows it); where the mappings cannot be read, as in
+the superconductor layout whose cell conductors have no API database,
+no migration of it in the cell and no allocations in placement, which
+every server nova knows holds from its scheduling to its delete; a
+foreign guest has a live record naming another host. A hidden record
+(either side of a cross-cell resize), a record naming no host
+(shelved), a migration in progress involving the host or any
+task_state protects the guest. A guest is only acted
 upon after it was seen as an orphan for grace_period seconds, at most
 max_actions_per_run a run; a failed lookup makes the run decide
 nothing. Reaping destroys the guest on this host only: its disks are
@@ -82,6 +86,9 @@ FIX = registry.Fix(
                 ('test_source_guest_at_verify_resize',
                  'test_orphan_instances.CrossCellResizeTest.'
                  'test_source_guest_at_verify_resize'),
+                ('test_decided_without_the_api_database',
+                 'test_orphan_instances.SuperconductorOrphanTest.'
+                 'test_guest_of_an_archived_server_is_reaped'),
             )),
     ),
     notes=('orphan-instances-periodic-task-8d41c6f0a97e2b35.yaml',),

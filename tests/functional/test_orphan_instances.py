@@ -35,6 +35,7 @@ from nova.policies import base as base_policies
 from nova.policies import servers as servers_policies
 from nova.tests.functional import integrated_helpers
 from nova.virt import fake
+from oslo_db import exception as db_exc
 from oslo_utils.fixture import uuidsentinel as uuids
 
 from nova_fixes import activation as nova_fixes_activation
@@ -78,6 +79,11 @@ class _OrphanTestBase(base.NovaFixesTestMixin,
         self._driver(host).instances[uuid] = fake.FakeInstance(
             'guest-%s' % uuid[:8], state, uuid)
 
+    #: False: the task runs as a compute of nova's superconductor layout
+    #: does, its cell conductor configured without [api_database] (see
+    #: _api_database_unreachable).
+    api_db_reachable = True
+
     def _run_orphan_task(self, host):
         """Run the orphan instances periodic task of host's compute, if
         it has one registered (vanilla nova has none).
@@ -89,7 +95,11 @@ class _OrphanTestBase(base.NovaFixesTestMixin,
         ctxt = nova_context.get_admin_context()
         with nova_context.target_cell(
                 ctxt, self.host_mappings[host].cell_mapping) as cctxt:
-            tasks[TASK](manager, cctxt)
+            if self.api_db_reachable:
+                tasks[TASK](manager, cctxt)
+            else:
+                with _api_database_unreachable():
+                    tasks[TASK](manager, cctxt)
         return True
 
     def assert_gone(self, host, uuid):
@@ -273,11 +283,14 @@ class OrphanInstancesSafetyTest(_OrphanTestBase):
             self.assert_untouched('host1', uuids.unknown)
             self.assertIn('no decision in this run',
                           self.stdlog.logger.output)
-        # Without the API database nothing tells that no other cell knows
-        # the guest.
+        # Without the API database, the cell and placement decide; when
+        # placement cannot be read either, nothing is decided.
         with mock.patch('nova.objects.InstanceMappingList.'
                         'get_by_instance_uuids',
-                        side_effect=Exception('API DB down')):
+                        side_effect=Exception('API DB down')), \
+                mock.patch('nova.scheduler.client.report.'
+                           'SchedulerReportClient.get_allocs_for_consumer',
+                           side_effect=Exception('placement down')):
             self._run_orphan_task('host1')
         self.assert_untouched('host1', uuids.unknown)
         self.assertIn('are left alone', self.stdlog.logger.output)
@@ -523,6 +536,127 @@ if target_cell_hold_deadlocks():
     # not exist on those series, rather than being a skip: the recreate
     # report counts a skip on the fixed side as not as expected.
     del CrossCellResizeTest.test_target_guest_during_revert
+
+
+def _api_database_unreachable():
+    """The API database as a compute's reads reach it in nova's
+    superconductor layout: through the cell conductor, whose
+    configuration has no [api_database] connection, so that oslo.db
+    cannot start an engine for it. All nova's services share this test
+    process and its API database, so only the orphan task's runs are
+    given the unreachable one.
+    """
+    return mock.patch(
+        'nova.objects.InstanceMappingList._get_by_instance_uuids_from_db',
+        side_effect=db_exc.CantStartEngineError(
+            'No sql_connection parameter is established'))
+
+
+class CrossCellResizeWithoutApiDatabaseTest(CrossCellResizeTest):
+    """The cross-cell resize cases, with the orphan task deciding as a
+    compute of the superconductor layout does: without the instance
+    mappings, on the evidence of its cell and placement. Both guests of
+    the resize hold the instance's allocations, the migration's or a
+    record in the host's cell: none of them is touched.
+    """
+
+    api_db_reachable = False
+
+
+class SuperconductorOrphanTest(_OrphanTestBase):
+    """Regression test: orphan guests are decided in nova's recommended
+    multi-cell layout, where a compute's cell conductor cannot read the
+    API database.
+
+    host1 is in cell1, host2 in cell2. Vanilla nova has no task: the
+    guest is left. The task as it was before this case read the instance
+    mappings and, when its cell conductor could not, left every unknown
+    guest alone: the feature did nothing where orphans pile up most.
+    """
+
+    NUMBER_OF_CELLS = 2
+    host_cells = {'host1': 'cell1', 'host2': 'cell2'}
+    api_db_reachable = False
+
+    def test_guest_of_an_archived_server_is_reaped(self):
+        """1. A server runs on host2 (cell2); host2's compute goes down.
+        2. The server is deleted locally; its guest keeps running.
+        3. archive_deleted_rows moves its rows away in every cell.
+        4. host2's compute comes back: the orphan task, without the API
+           database, finds no record and no migration of the guest in
+           cell2 and no allocations in placement: it reaps it.
+        """
+        self.flags(action='reap', grace_period=0, group='orphan_instances')
+        server = self._create_server(host='host2', networks='none')
+        compute = self.computes['host2']
+        compute.stop()
+        self.api.put_service(compute.service_ref.uuid,
+                             {'forced_down': True})
+        self.delete_server_and_wait(server)
+        self.archive_and_run_periodics()
+        self.api.put_service(compute.service_ref.uuid,
+                             {'forced_down': False})
+        self.restart_compute_service(compute)
+        self.assertIn(server['id'], self._driver('host2').instances)
+
+        self._run_orphan_task('host2')
+        self.assert_gone('host2', server['id'])
+        self.assert_logged(server['id'], 'unknown', 'no allocations in '
+                           'placement', 'reaped')
+
+
+class SuperconductorOrphanSafetyTest(_OrphanTestBase):
+    """What the task leaves alone without the API database.
+
+    These test the task itself: vanilla nova has no such task (n/a in the
+    recreate report).
+    """
+
+    recreates = None
+    NUMBER_OF_CELLS = 2
+    host_cells = {'host1': 'cell1', 'host2': 'cell2'}
+    api_db_reachable = False
+
+    def setUp(self):
+        if common.mode() == 'vanilla':
+            self.skipTest('tests the orphan instances task itself')
+        super(SuperconductorOrphanSafetyTest, self).setUp()
+        self.flags(action='reap', grace_period=0, group='orphan_instances')
+
+    def test_guest_of_a_server_of_another_cell_is_left(self):
+        """A guest on host2 (cell2) of a server that cell1 holds (on
+        host1): no record in cell2, but the server's allocations in
+        placement. Left alone through several scans.
+        """
+        server = self._create_server(host='host1', networks='none')
+        self._inject_guest('host2', server['id'])
+        for _scan in range(3):
+            self._run_orphan_task('host2')
+        self.assert_untouched('host2', server['id'])
+        self.assertEqual([], self.orphan_log_lines())
+
+    def test_no_decision_without_placement_said_once_per_scan(self):
+        """Placement cannot be read either: two unknown guests are left
+        alone, and the scan says so once, naming how many.
+        """
+        self._inject_guest('host2', uuids.unknown1)
+        self._inject_guest('host2', uuids.unknown2)
+        with mock.patch('nova.scheduler.client.report.SchedulerReportClient.'
+                        'get_allocs_for_consumer',
+                        side_effect=Exception('placement down')):
+            self._run_orphan_task('host2')
+        self.assert_untouched('host2', uuids.unknown1)
+        self.assert_untouched('host2', uuids.unknown2)
+        said = [line for line in self.stdlog.logger.output.splitlines()
+                if 'cannot decide' in line]
+        self.assertEqual(1, len(said), said)
+        self.assertIn('cannot decide 2 guests', said[0])
+        # That line is the only one about orphans: no decision.
+        self.assertEqual(said, self.orphan_log_lines())
+        # Once placement answers, the next scan decides them.
+        self._run_orphan_task('host2')
+        self.assert_gone('host2', uuids.unknown1)
+        self.assert_gone('host2', uuids.unknown2)
 
 
 def _keep_guest(driver, context, instance, *args, **kwargs):

@@ -13,6 +13,7 @@
 import threading
 from unittest import mock
 
+from oslo_db import exception as db_exc
 from oslo_utils.fixture import uuidsentinel as uuids
 
 from nova.compute import power_state
@@ -200,3 +201,24 @@ class OrphanInstancesCrossCellTest(
         self._run_task('host1')
         self.assertIn(server['id'], self._driver('host1').instances)
         self.assertEqual([], self._logged(server['id']))
+
+    def test_decided_without_the_api_database(self):
+        """A cell conductor without [api_database] cannot read the
+        instance mappings: the guest of a server cell1 holds is left on
+        host2 (its allocations), an unknown guest is reaped (no record and
+        no migration in cell2, no allocations).
+        """
+        server = self._create_server(host='host1', networks='none')
+        self._driver('host2').instances[server['id']] = fake.FakeInstance(
+            'guest', power_state.RUNNING, server['id'])
+        self._driver('host2').instances[uuids.unknown] = fake.FakeInstance(
+            'guest', power_state.RUNNING, uuids.unknown)
+        with mock.patch(
+                'nova.objects.InstanceMappingList.'
+                '_get_by_instance_uuids_from_db',
+                side_effect=db_exc.CantStartEngineError('no API database')):
+            self._run_task('host2')
+        self.assertIn(server['id'], self._driver('host2').instances)
+        self.assertNotIn(uuids.unknown, self._driver('host2').instances)
+        self.assertEqual(1, len(self._logged(
+            uuids.unknown, 'no allocations in placement', 'reaped')))

@@ -558,19 +558,27 @@ MIGRATION_IN_PROGRESS = ('accepted', 'queued', 'preparing', 'pre-migrating',
 class OrphanGuest(object):
     """A guest on this host that nova does not account for here."""
 
-    def __init__(self, uuid, reason, record=None):
+    def __init__(self, uuid, reason, record=None, mapped=True):
         self.uuid = uuid
         self.reason = reason
         self.record = record
+        #: For an unknown guest: whether the API database told that it
+        #: has no instance mapping (False: the instance mappings could
+        #: not be read, and this cell and placement told, _unclaimed).
+        self.mapped = mapped
 
     @property
     def host(self):
         return self.record.host if self.record is not None else None
 
     def describe(self):
-        if self.reason == ORPHAN_UNKNOWN:
+        if self.reason == ORPHAN_UNKNOWN and self.mapped:
             return ('unknown: no instance record in the cell database and '
                     'no instance mapping in the API database')
+        if self.reason == ORPHAN_UNKNOWN:
+            return ('unknown: no instance record and no migration in the '
+                    'cell database and no allocations in placement (the '
+                    'instance mappings cannot be read here)')
         return ('foreign: its instance record names host %s and no '
                 'migration involving this host is in progress' % self.host)
 
@@ -586,7 +594,9 @@ def find_orphan_instances(manager, context):
       and archived has none left, a cross-cell resize keeps one). The
       mappings are read through nova's objects, as nova-compute reads
       everything; where that fails (a cell conductor without the API
-      database) no unknown guest is decided.
+      database, nova's recommended superconductor layout), no migration
+      of it in this cell and no allocations in placement (_unclaimed),
+      and where that fails too, no unknown guest is decided.
     * foreign: a live record, not hidden, naming another host, with no
       task in progress and no migration of it in progress involving this
       host.
@@ -600,10 +610,12 @@ def find_orphan_instances(manager, context):
     of nodes, each made only if the previous ones left a guest to decide:
     the UUIDs of this host's records (one column), the records of the
     other guests (base columns only), the migrations in progress involving
-    this host and the instance mappings of the guests with no record.
-    Only the guests that are not this host's own are loaded as Instance
-    objects. The hidden records of unknown guests, a second guard (see
-    hidden_records), are looked up only before acting on them.
+    this host and the instance mappings of the guests with no record;
+    where those mappings cannot be read, one cell query and one placement
+    request for each guest with no record (there are none in a healthy
+    cloud). Only the guests that are not this host's own are loaded as
+    Instance objects. The hidden records of unknown guests, a second
+    guard (see hidden_records), are looked up only before acting on them.
 
     :returns: the list of OrphanGuest, unknown and foreign
     :raises: whatever a lookup of this cell raises: without a complete
@@ -653,10 +665,12 @@ def find_orphan_instances(manager, context):
     orphans = [OrphanGuest(uuid, ORPHAN_FOREIGN, by_uuid[uuid])
                for uuid in candidates
                if uuid in by_uuid and uuid not in moving]
-    unknown = _unmapped(context, [uuid for uuid in candidates
-                                  if uuid not in by_uuid and
-                                  uuid not in moving])
-    orphans.extend(OrphanGuest(uuid, ORPHAN_UNKNOWN) for uuid in unknown)
+    unknown, mapped = _unmapped(manager, context,
+                                [uuid for uuid in candidates
+                                 if uuid not in by_uuid and
+                                 uuid not in moving])
+    orphans.extend(OrphanGuest(uuid, ORPHAN_UNKNOWN, mapped=mapped)
+                   for uuid in unknown)
     return sorted(orphans, key=lambda orphan: orphan.uuid)
 
 
@@ -677,30 +691,78 @@ def hidden_records(context, uuids):
                        expected_attrs=[], use_slave=True))
 
 
-def _unmapped(context, uuids):
-    """The UUIDs that no cell knows: without an instance mapping.
+def _unmapped(manager, context, uuids):
+    """(The UUIDs that no cell knows, whether the instance mappings told).
 
     An instance mapping exists from the API's create until the record is
     archived (nova-manage db archive_deleted_rows deletes both), and it
-    names the cell that holds the record. When the API database cannot be
-    read, none of them is known to be unmapped.
+    names the cell that holds the record: a UUID without one is unknown.
+
+    A compute reads the mappings through its cell's conductor, which in
+    a superconductor layout has no API database. Then (or whenever the
+    mappings cannot be read) the evidence is the cell's and placement's
+    instead, see _unclaimed. Where that is missing too, none of them is
+    decided, and that is said once for the scan, not once per guest.
     """
     if not uuids:
-        return []
+        return [], True
     try:
         mapped = objects.InstanceMappingList.get_by_instance_uuids(
             context, uuids)
-    except Exception:
-        LOG.warning('Orphan instances: the instance mappings of %d guests '
-                    'with no record in this cell could not be read, so '
-                    'whether another cell knows them cannot be told; they '
-                    'are left alone.', len(uuids), exc_info=True)
-        return []
+    except Exception as e:
+        LOG.debug('Orphan instances: the instance mappings cannot be '
+                  'read here (%s: a cell conductor without the API '
+                  'database?); %d guests with no record in this cell '
+                  'are decided on the evidence of this cell and '
+                  'placement.', type(e).__name__, len(uuids))
+        try:
+            return _unclaimed(manager, context, uuids), False
+        except Exception:
+            LOG.warning('Orphan instances: cannot decide %d guests with '
+                        'no record in this cell: neither the instance '
+                        'mappings nor this cell and placement could '
+                        'tell whether nova knows them; they are left '
+                        'alone in this scan.', len(uuids), exc_info=True)
+            return [], False
     known = set(mapping.instance_uuid for mapping in mapped)
     for uuid in sorted(known.intersection(uuids)):
         LOG.debug('Guest %s: no record in this cell, but an instance '
                   'mapping; not an orphan.', uuid)
-    return [uuid for uuid in uuids if uuid not in known]
+    return [uuid for uuid in uuids if uuid not in known], True
+
+
+def _unclaimed(manager, context, uuids):
+    """The UUIDs that nova holds nothing for, told without the API
+    database: no migration of them in this cell (deleted ones included,
+    whatever their host) and no allocations in placement.
+
+    Every server nova knows holds allocations from its scheduling until
+    its delete removes them: a server being built (whose record a cell
+    database replica may not show yet), either side of a cross-cell
+    resize (its hidden copy is in this cell too), a server being
+    shelved, evacuated or live migrated. A deleted and archived server
+    has no record, no migration and no allocations left. One cell query
+    and one placement request per guest, made only for guests with no
+    record in this cell; raises when any of them fails, so that nothing
+    is decided on a partial answer.
+    """
+    unclaimed = []
+    with utils.temporary_mutation(context, read_deleted='yes'):
+        for uuid in uuids:
+            if objects.MigrationList.get_by_filters(
+                    context, {'instance_uuid': uuid}):
+                LOG.debug('Guest %s: no record in this cell, but a '
+                          'migration of it; not an orphan.', uuid)
+                continue
+            held = manager.reportclient.get_allocs_for_consumer(
+                context, uuid)['allocations']
+            if held:
+                LOG.debug('Guest %s: no record in this cell, but '
+                          'allocations in placement (on %s); not an '
+                          'orphan.', uuid, ', '.join(sorted(held)))
+                continue
+            unclaimed.append(uuid)
+    return unclaimed
 
 
 def _guest_instance(context, orphan):

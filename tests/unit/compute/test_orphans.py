@@ -42,17 +42,25 @@ class _Base(testtools.TestCase):
         objects.register_all()
         fixes_conf.register_opts(CONF)
         self.conf = self.useFixture(config_fixture.Config(CONF))
-        self.manager = mock.Mock(spec=['host', 'driver'], host='host1')
+        self.manager = mock.Mock(spec=['host', 'driver', 'reportclient'],
+                                 host='host1')
+        self.manager.reportclient.get_allocs_for_consumer.side_effect = (
+            lambda context, uuid: {'allocations': dict(
+                self.allocations.get(uuid, {}))})
         self.context = types.SimpleNamespace(read_deleted='no')
         self.own = []
         self.records = []
         self.migrations = []
+        #: Every migration record of the cell, by instance (the fallback
+        #: without the API database reads them, deleted ones included).
+        self.cell_migrations = []
+        self.allocations = {}
         self.mapped = []
         for target, source in (
                 ('nova.objects.InstanceList.get_uuids_by_host',
                  lambda *a, **k: self.own),
                 ('nova.objects.MigrationList.get_by_filters',
-                 lambda *a, **k: self.migrations),
+                 self._migrations),
                 ('nova.objects.InstanceList.get_by_filters',
                  self._records),
                 ('nova.objects.InstanceMappingList.get_by_instance_uuids',
@@ -64,6 +72,12 @@ class _Base(testtools.TestCase):
             mocked = patcher.start()
             self.addCleanup(patcher.stop)
             setattr(self, target.rsplit('.', 1)[1], mocked)
+
+    def _migrations(self, context, filters, **kwargs):
+        if 'instance_uuid' in filters:
+            return [m for m in self.cell_migrations
+                    if m.instance_uuid == filters['instance_uuid']]
+        return self.migrations
 
     def _records(self, context, filters, **kwargs):
         return [r for r in self.records if r.uuid in filters['uuid'] and
@@ -194,12 +208,61 @@ class ClassificationTestCase(_Base):
         self._find()
         self.assertEqual('no', self.context.read_deleted)
 
-    def test_api_database_unreadable_decides_no_unknown(self):
-        self.guests(uuids.unknown, uuids.foreign)
+    def test_without_api_database_the_cell_and_placement_decide(self):
+        """A compute whose cell conductor has no API database: an unknown
+        guest is one with no migration in the cell, deleted ones included,
+        and no allocations in placement.
+        """
+        self.guests(uuids.unknown, uuids.migrated, uuids.allocated,
+                    uuids.foreign)
+        self.records = [_record(uuids.foreign, 'host2')]
+        self.cell_migrations = [mock.Mock(instance_uuid=uuids.migrated)]
+        self.allocations = {uuids.allocated: {uuids.rp: {}}}
+        self.get_by_instance_uuids.side_effect = Exception('no API DB')
+
+        def read(context, filters, **kwargs):
+            if 'instance_uuid' in filters:
+                self.assertEqual('yes', context.read_deleted)
+            return self._migrations(context, filters, **kwargs)
+
+        objects.MigrationList.get_by_filters.side_effect = read
+        found = manager.find_orphan_instances(self.manager, self.context)
+        self.assertEqual([(uuids.unknown, 'unknown', False),
+                          (uuids.foreign, 'foreign', True)],
+                         [(o.uuid, o.reason, o.mapped) for o in
+                          sorted(found, key=lambda o: o.reason,
+                                 reverse=True)])
+        unknown = [o for o in found if o.reason == 'unknown'][0]
+        self.assertIn('no allocations in placement', unknown.describe())
+        self.assertIn('cannot be read', unknown.describe())
+        # Placement is asked only for the guests with no migration.
+        self.assertEqual(
+            sorted([uuids.unknown, uuids.allocated]),
+            sorted(c[0][1] for c in self.manager.reportclient.
+                   get_allocs_for_consumer.call_args_list))
+        self.assertEqual('no', self.context.read_deleted)
+
+    def test_without_api_database_and_placement_no_unknown(self):
+        self.guests(uuids.unknown1, uuids.unknown2, uuids.foreign)
         self.records = [_record(uuids.foreign, 'host2')]
         self.get_by_instance_uuids.side_effect = Exception('no API DB')
-        self.assertEqual({uuids.foreign: ('foreign', 'host2')},
-                         self._find())
+        self.manager.reportclient.get_allocs_for_consumer.side_effect = (
+            Exception('placement down'))
+        with mock.patch.object(manager.LOG, 'warning') as warning:
+            self.assertEqual({uuids.foreign: ('foreign', 'host2')},
+                             self._find())
+        # Said once for the scan, naming how many.
+        self.assertEqual(1, warning.call_count)
+        self.assertIn('cannot decide', warning.call_args[0][0])
+        self.assertEqual(2, warning.call_args[0][1])
+
+    def test_mapped_unknown_describes_the_api_database(self):
+        self.guests(uuids.unknown)
+        found = manager.find_orphan_instances(self.manager, self.context)
+        self.assertEqual([True], [o.mapped for o in found])
+        self.assertIn('no instance mapping in the API database',
+                      found[0].describe())
+        self.manager.reportclient.get_allocs_for_consumer.assert_not_called()
 
     def test_ignored(self):
         self.conf.config(ignore_uuids=[uuids.a.upper()],
