@@ -42,6 +42,7 @@ Prints one line per check and "N passed, N failed, N skipped".
 import argparse
 import collections
 import http.server
+import importlib.util
 import json
 import os
 import shutil
@@ -400,9 +401,15 @@ def install_copy(work, log):
     only what .gitignore lists (build/, AUTHORS, ChangeLog, egg-info).
     """
     target = os.path.join(work, 'installed')
+    # Where this Python has the build tools (Debian's python3-pbr,
+    # -setuptools and -wheel in the chroots of tools/debian_build.py), the
+    # build uses them: no index is reached.
+    offline = all(importlib.util.find_spec(name) is not None
+                  for name in ('pbr', 'setuptools', 'wheel'))
     rc = subprocess.call(
         [sys.executable, '-m', 'pip', 'install', '--quiet', '--no-deps',
-         '--target', target, TREE],
+         '--target', target, TREE] +
+        (['--no-build-isolation'] if offline else []),
         stdout=log, stderr=subprocess.STDOUT, timeout=300)
     return target if rc == 0 else None
 

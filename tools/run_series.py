@@ -84,10 +84,12 @@ FUNCTIONAL_TESTS_OF = {
 }
 
 
-def changed_paths(series, root=None):
-    """{path: is new} of every file the series' patches change."""
+def changed_paths(series, root=None, name=None):
+    """{path: is new} of every file the series' patches change (those of
+    the distribution set ``name`` of the series, if given).
+    """
     out = {}
-    for _name, text in patch.series_patches(series, root):
+    for _name, text in patch.series_patches(series, root, name=name):
         for path, new_file, _hunks in patch.parse(text):
             # New if the first patch that touches it creates it.
             out.setdefault(path, new_file)
@@ -133,7 +135,7 @@ def changed_classes(original, patched):
     return sorted(names)
 
 
-def touched_tests(series, tree, root=None, original=None):
+def touched_tests(series, tree, root=None, original=None, name=None):
     """(unit, functional): nova test ids for a patched tree, as stestr
     filters (modules, or module.Class).
 
@@ -147,7 +149,7 @@ def touched_tests(series, tree, root=None, original=None):
     error: the map above must learn where they are.
     """
     unit, functional = set(), set()
-    for path, new in sorted(changed_paths(series, root).items()):
+    for path, new in sorted(changed_paths(series, root, name).items()):
         if not path.startswith('nova/') or not path.endswith('.py'):
             continue
         if path.startswith('nova/tests/unit/'):
@@ -186,13 +188,14 @@ def touched_tests(series, tree, root=None, original=None):
 
 
 def nova_tests(series, nova_tree, patched_env, with_unit, suite,
-               original=None):
+               original=None, name=None):
     """Run nova's own tests of the modules the series' patches touch, on
     the patched tree (the unit tests only ``with_unit``); yields (kind,
     name, results) per suite that has tests. ``original``: the tree before
     the patches (see touched_tests).
     """
-    unit, functional = touched_tests(series, nova_tree, original=original)
+    unit, functional = touched_tests(series, nova_tree, original=original,
+                                     name=name)
     runs = [('unit', unit)] if with_unit else []
     for kind, modules in runs + [('functional', functional)]:
         if not modules:
