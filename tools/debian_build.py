@@ -53,10 +53,12 @@ import glob
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 
 TREE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -113,17 +115,35 @@ def run(cmd, cwd=None, env=None, timeout=1800, echo=False):
                 ' '.join(cmd), result.returncode,
                 (result.stdout + result.stderr).strip()[-2000:]))
         return result.stdout + result.stderr
+    # A session of its own: at the deadline the whole process group
+    # (the runner and its test workers in the chroot) is killed, even
+    # while it prints nothing.
     proc = subprocess.Popen(cmd, cwd=cwd, env=full_env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    killed = []
+
+    def kill():
+        killed.append(True)
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    timer = threading.Timer(timeout, kill)
+    timer.start()
     lines = []
-    deadline = time.monotonic() + timeout
-    for line in proc.stdout:
-        print(line, end='')
-        lines.append(line)
-        if time.monotonic() > deadline:
-            proc.kill()
-            break
-    status = proc.wait()
+    try:
+        for line in proc.stdout:
+            print(line, end='')
+            lines.append(line)
+        status = proc.wait()
+    finally:
+        timer.cancel()
+    if killed:
+        lines.append('%s: killed after %d s\n' % (' '.join(cmd[:3]),
+                                                   timeout))
+        print(lines[-1], end='')
     return status, ''.join(lines)
 
 
