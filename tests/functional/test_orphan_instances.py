@@ -635,6 +635,28 @@ class SuperconductorOrphanSafetyTest(_OrphanTestBase):
         self.assert_untouched('host2', server['id'])
         self.assertEqual([], self.orphan_log_lines())
 
+    def test_guest_being_built_before_its_record_is_seen(self):
+        """A guest of a server being built on host2 while the cell's
+        database (a lagging replica) does not show its record yet: no
+        record and no migration in cell2, but the allocations the
+        scheduler made. Left alone through several scans; then the
+        record is seen and the guest is host2's own.
+        """
+        server = self._create_server(host='host2', networks='none')
+        self.assertTrue(self._get_allocations_by_server_uuid(server['id']))
+        empty = objects.InstanceList(objects=[])
+        with mock.patch('nova.objects.InstanceList.get_uuids_by_host',
+                        return_value=[]), \
+                mock.patch('nova.objects.InstanceList.get_by_filters',
+                           return_value=empty):
+            for _scan in range(3):
+                self._run_orphan_task('host2')
+        self.assert_untouched('host2', server['id'])
+        self.assertEqual([], self.orphan_log_lines())
+        self._run_orphan_task('host2')
+        self.assert_untouched('host2', server['id'])
+        self.assertEqual([], self.orphan_log_lines())
+
     def test_no_decision_without_placement_said_once_per_scan(self):
         """Placement cannot be read either: two unknown guests are left
         alone, and the scan says so once, naming how many.
