@@ -12,12 +12,24 @@
 
 """Nova on real services, as operators run it: the deployment test's rig.
 
-MariaDB (tools/deploy/services.sh) holds the API, cell0, cell1 and
-placement databases; RabbitMQ carries RPC; gunicorn serves placement and
-the compute API; nova-conductor, nova-scheduler and two nova-compute
-services run as processes of their own, through the nova-fixes entry
-points (mode ``fixed``) or nova's own (mode ``vanilla``). Everything
-listens on 127.0.0.1. Every wait is bounded.
+MariaDB (tools/deploy/services.sh) holds the databases; RabbitMQ carries
+RPC; gunicorn serves placement and the compute API; nova-conductor,
+nova-scheduler and two nova-compute services run as processes of their
+own, through the nova-fixes entry points (mode ``fixed``) or nova's own
+(mode ``vanilla``). Everything listens on 127.0.0.1. Every wait is
+bounded. Two layouts:
+
+``single-cell``
+    one cell: the API, cell0, cell1 and placement databases, one
+    conductor with all of them, both computes in cell1.
+``superconductor``
+    nova's recommended multi-cell layout: a superconductor with the API
+    database and cell0 on RabbitMQ's ``/`` virtual host (with the
+    scheduler and the compute API); two cells, each with its own
+    database, its own virtual host and its own conductor configured
+    without ``[api_database]``; one compute in each cell, whose
+    configuration has no database at all (nova-compute forbids database
+    access anyway); cross-cell resize allowed by policy.
 """
 
 import importlib
@@ -41,12 +53,43 @@ SERVICES = os.path.join(ROOT, 'tools', 'deploy', 'services.sh')
 BIN = os.path.dirname(sys.executable)
 DB_USER = 'novafixes'
 DB_PASSWORD = 'deploy-test'
-DATABASES = ('nova_api', 'nova_cell0', 'nova', 'placement')
-COMPUTES = ('compute1', 'compute2')
-# [orphan_instances]action of each compute.
-ORPHAN_ACTION = {'compute1': 'log', 'compute2': 'reap'}
 MICROVERSION = '2.96'
 TIMEOUT = 120
+
+
+class Layout(object):
+    """Where the databases, virtual hosts and services of a deployment
+    go.
+
+    :param cells: {cell name: its database}
+    :param computes: {host: its cell}
+    :param orphans: {host: ([orphan_instances]action, grace_period)}
+    :param separate: a conductor per cell, without the API database, and
+        a superconductor; else one conductor with every database
+    """
+
+    def __init__(self, name, cells, computes, orphans, separate):
+        self.name = name
+        self.cells = cells
+        self.computes = computes
+        self.orphans = orphans
+        self.separate = separate
+        self.databases = (('nova_api', 'nova_cell0') +
+                          tuple(cells.values()) + ('placement',))
+
+
+LAYOUTS = {
+    'single-cell': Layout(
+        'single-cell', {'cell1': 'nova'},
+        {'compute1': 'cell1', 'compute2': 'cell1'},
+        {'compute1': ('log', 0), 'compute2': ('reap', 0)}, False),
+    'superconductor': Layout(
+        'superconductor', {'cell1': 'nova_cell1', 'cell2': 'nova_cell2'},
+        {'compute1': 'cell1', 'compute2': 'cell2'},
+        {'compute1': ('reap', 4), 'compute2': ('reap', 4)}, True),
+}
+# The policy rule that lets the admin resize across cells.
+CROSS_CELL_RULE = 'compute:servers:resize:cross_cell'
 
 # The fixed services: the nova-fixes entry points, as their console
 # scripts call them.
@@ -87,14 +130,13 @@ def wait_until(what, check, timeout=TIMEOUT, interval=0.5):
         time.sleep(interval)
 
 
-def services(action, which=''):
-    """tools/deploy/services.sh ACTION [WHICH]."""
-    out = subprocess.run(['bash', SERVICES, action] + ([which] if which
-                                                        else []),
+def services(action, *which):
+    """tools/deploy/services.sh ACTION [WHICH...]."""
+    out = subprocess.run(['bash', SERVICES, action] + list(which),
                          capture_output=True, text=True, timeout=300)
     if out.returncode != 0 and action != 'status':
         raise DeployError('services.sh %s %s: %s' % (
-            action, which, (out.stderr or out.stdout).strip()))
+            action, ' '.join(which), (out.stderr or out.stdout).strip()))
     return out.returncode == 0
 
 
@@ -113,9 +155,11 @@ def sql(statement, database=None):
 
 class Deployment(object):
 
-    def __init__(self, mode, workdir=None):
+    def __init__(self, mode, workdir=None, layout='single-cell'):
         assert mode in ('vanilla', 'fixed')
         self.mode = mode
+        self.layout = LAYOUTS[layout]
+        self.computes = tuple(sorted(self.layout.computes))
         self.dir = workdir or tempfile.mkdtemp(prefix='nova-fixes-deploy-')
         self.gates = os.path.join(self.dir, 'gates')
         self.logs = os.path.join(self.dir, 'logs')
@@ -146,7 +190,7 @@ class Deployment(object):
 
     def create_databases(self):
         statements = []
-        for name in DATABASES:
+        for name in self.layout.databases:
             statements.append('DROP DATABASE IF EXISTS %s; '
                               'CREATE DATABASE %s CHARACTER SET utf8;'
                               % (name, name))
@@ -154,22 +198,25 @@ class Deployment(object):
             "CREATE USER IF NOT EXISTS '{u}'@'127.0.0.1' IDENTIFIED BY '{p}';"
             "CREATE USER IF NOT EXISTS '{u}'@'localhost' IDENTIFIED BY '{p}';"
             .format(u=DB_USER, p=DB_PASSWORD))
-        for name in DATABASES:
+        for name in self.layout.databases:
             statements.append(
                 "GRANT ALL ON {d}.* TO '{u}'@'127.0.0.1';"
                 "GRANT ALL ON {d}.* TO '{u}'@'localhost';".format(
                     d=name, u=DB_USER))
         sql(' '.join(statements))
 
+    def transport(self, vhost=''):
+        return 'rabbit://guest:guest@127.0.0.1:%s/%s' % (
+            os.environ.get('NOVA_FIXES_AMQP_PORT', '5672'), vhost)
+
     def write_configs(self):
         os.makedirs(self.gates, exist_ok=True)
         os.makedirs(self.logs, exist_ok=True)
-        transport = 'rabbit://guest:guest@127.0.0.1:%s/' % os.environ.get(
-            'NOVA_FIXES_AMQP_PORT', '5672')
-        self.transport_url = transport
-        stub = self.stubs.url
-        nova = """[DEFAULT]
-transport_url = {transport}
+        self.transport_url = self.transport()
+        layout = self.layout
+        # What every service shares; the transport and the databases come
+        # per service below.
+        common = """[DEFAULT]
 state_path = {dir}/state
 my_ip = 127.0.0.1
 debug = False
@@ -184,10 +231,6 @@ kombu_reconnect_delay = 1
 rabbit_retry_interval = 1
 rabbit_retry_backoff = 1
 rabbit_interval_max = 2
-[api_database]
-connection = {api}
-[database]
-connection = {cell1}
 [wsgi]
 api_paste_config = {dir}/api-paste.ini
 [placement]
@@ -213,15 +256,44 @@ ram = 1000000
 lock_path = {dir}/locks
 [os_vif_linux_bridge]
 use_ipv6 = False
-""".format(transport=transport, dir=self.dir, api=self.db_url('nova_api'),
-           cell1=self.db_url('nova'), placement=self.placement_url,
-           stub=stub)
-        self.nova_conf = os.path.join(self.dir, 'nova.conf')
-        with open(self.nova_conf, 'w') as f:
-            f.write(nova)
-        for host in COMPUTES:
-            with open(os.path.join(self.dir, '%s.conf' % host), 'w') as f:
-                f.write("""[DEFAULT]
+""".format(dir=self.dir, placement=self.placement_url,
+           stub=self.stubs.url)
+        # The top: the API, the scheduler, nova-manage and the (super)
+        # conductor. In the superconductor layout its [database] is cell0,
+        # as nova's documentation configures it.
+        top = """{common}[DEFAULT]
+transport_url = {transport}
+[api_database]
+connection = {api}
+[database]
+connection = {db}
+""".format(common=common, transport=self.transport_url,
+           api=self.db_url('nova_api'),
+           db=self.db_url('nova_cell0' if layout.separate else
+                          layout.cells['cell1']))
+        if layout.separate:
+            policy = os.path.join(self.dir, 'policy.yaml')
+            with open(policy, 'w') as f:
+                f.write('"%s": "rule:admin_api"\n' % CROSS_CELL_RULE)
+            top += '[oslo_policy]\npolicy_file = %s\n' % policy
+        self.nova_conf = self._write('nova.conf', top)
+        self.cell_confs = {}
+        if layout.separate:
+            self._write('superconductor.conf',
+                        '[DEFAULT]\nhost = superconductor\n')
+            for cell, db in sorted(layout.cells.items()):
+                # What the cell's services share: its own virtual host and
+                # no database; the cell conductor adds its cell database.
+                self.cell_confs[cell] = self._write(
+                    '%s.conf' % cell, '%s[DEFAULT]\ntransport_url = %s\n'
+                    % (common, self.transport(cell)))
+                self._write('conductor-%s.conf' % cell,
+                            '[DEFAULT]\nhost = conductor-%s\n'
+                            '[database]\nconnection = %s\n'
+                            % (cell, self.db_url(db)))
+        for host in self.computes:
+            action, grace = layout.orphans[host]
+            self._write('%s.conf' % host, """[DEFAULT]
 host = {host}
 compute_driver = deploy_gated.GatedFakeDriver
 state_path = {dir}/state-{host}
@@ -229,8 +301,8 @@ instances_path = {dir}/state-{host}/instances
 [orphan_instances]
 action = {action}
 poll_interval = 2
-grace_period = 0
-""".format(host=host, dir=self.dir, action=ORPHAN_ACTION[host]))
+grace_period = {grace}
+""".format(host=host, dir=self.dir, action=action, grace=grace))
         os.makedirs(os.path.join(self.dir, 'placement'), exist_ok=True)
         with open(os.path.join(self.dir, 'placement', 'placement.conf'),
                   'w') as f:
@@ -254,6 +326,12 @@ connection = {db}
             f.write(paste.replace(' authtoken keystonecontext ',
                                   ' keystonecontext '))
 
+    def _write(self, name, text):
+        path = os.path.join(self.dir, name)
+        with open(path, 'w') as f:
+            f.write(text)
+        return path
+
     @staticmethod
     def _nova_etc():
         return os.path.join(sys.prefix, 'etc', 'nova')
@@ -265,6 +343,8 @@ connection = {db}
         env['OS_NOVA_CONFIG_DIR'] = self.dir
         env['OS_NOVA_CONFIG_FILES'] = 'api-paste.ini;nova.conf'
         env['OS_PLACEMENT_CONFIG_DIR'] = os.path.join(self.dir, 'placement')
+        if self.layout.separate:
+            env['NOVA_FIXES_DEPLOY_KEEP_STOPPED'] = '1'
         env.pop('NOVA_FIXES_MODE', None)
         return env
 
@@ -287,10 +367,32 @@ connection = {db}
         self.manage('api_db', 'sync')
         self.manage('cell_v2', 'map_cell0', '--database_connection',
                     self.db_url('nova_cell0'))
-        self.manage('cell_v2', 'create_cell', '--name', 'cell1',
-                    '--database_connection', self.db_url('nova'),
-                    '--transport-url', self.transport_url)
+        for cell, db in sorted(self.layout.cells.items()):
+            transport = (self.transport(cell) if self.layout.separate
+                         else self.transport_url)
+            self.manage('cell_v2', 'create_cell', '--name', cell,
+                        '--database_connection', self.db_url(db),
+                        '--transport-url', transport)
+        # The top's [database] and cell0; then each cell's own database,
+        # from the configuration of its conductor (which has no API
+        # database: --local_cell).
         self.manage('db', 'sync')
+        for cell in sorted(self.cell_confs):
+            self.run(os.path.join(BIN, 'nova-manage'), '--config-file',
+                     self.cell_confs[cell], '--config-file',
+                     os.path.join(self.dir, 'conductor-%s.conf' % cell),
+                     'db', 'sync', '--local_cell')
+
+    def archive(self):
+        """nova-manage db archive_deleted_rows --all-cells, until nothing
+        is left to archive (exit 1: rows were archived; 0: none were).
+        """
+        out = self.manage('db', 'archive_deleted_rows', '--all-cells',
+                          '--until-complete', check=False)
+        if out.returncode not in (0, 1):
+            raise DeployError('archive_deleted_rows exited %s: %s' % (
+                out.returncode, (out.stderr or out.stdout)[-2000:]))
+        return out.stdout
 
     # -- processes --------------------------------------------------------
 
@@ -308,10 +410,22 @@ connection = {db}
                   errors='replace') as f:
             return f.read()
 
-    def service_argv(self, service, host=None):
-        conf = ['--config-file', self.nova_conf]
-        if host:
-            conf += ['--config-file', os.path.join(self.dir, host + '.conf')]
+    def service_argv(self, service, host=None, cell=None):
+        """The command line of a service; ``host`` for a compute, ``cell``
+        for a cell conductor (superconductor layout).
+        """
+        def conf_of(name):
+            return ['--config-file', os.path.join(self.dir, name + '.conf')]
+        if cell:
+            conf = conf_of(cell) + conf_of('conductor-' + cell)
+        elif host and self.layout.separate:
+            conf = conf_of(self.layout.computes[host]) + conf_of(host)
+        elif host:
+            conf = conf_of('nova') + conf_of(host)
+        elif service == 'conductor' and self.layout.separate:
+            conf = conf_of('nova') + conf_of('superconductor')
+        else:
+            conf = conf_of('nova')
         alias = _ALIAS if service == 'compute' else ''
         if self.mode == 'fixed' and service in FIXED_SERVICES:
             return [sys.executable, '-c', alias + _FIXED_MAIN % service] + conf
@@ -347,9 +461,9 @@ connection = {db}
         except requests.RequestException:
             return False
 
-    def start_service(self, service, host=None):
-        name = host or service
-        proc = self._spawn(name, self.service_argv(service, host))
+    def start_service(self, service, host=None, cell=None):
+        name = host or ('%s-%s' % (service, cell) if cell else service)
+        proc = self._spawn(name, self.service_argv(service, host, cell))
         return proc
 
     def services_up(self, names):
@@ -359,16 +473,25 @@ connection = {db}
             return all(state.get(n) == 'up' for n in names)
         return up
 
-    @staticmethod
-    def all_services():
-        return ([('nova-conductor', socket.gethostname()),
-                 ('nova-scheduler', socket.gethostname())] +
-                [('nova-compute', h) for h in COMPUTES])
+    def all_services(self):
+        conductors = ([('nova-conductor', 'superconductor')] +
+                      [('nova-conductor', 'conductor-%s' % cell)
+                       for cell in sorted(self.layout.cells)]
+                      if self.layout.separate else
+                      [('nova-conductor', socket.gethostname())])
+        return (conductors +
+                [('nova-scheduler', socket.gethostname())] +
+                [('nova-compute', h) for h in self.computes])
 
     def start(self):
-        self.stubs = stubs.StubServer()
+        # A cross-cell move needs the network API's extended port
+        # bindings (the servers have no port to bind).
+        self.stubs = stubs.StubServer(
+            ('binding-extended',) if self.layout.separate else ())
         self.stubs.start()
         self.create_databases()
+        if self.layout.separate:
+            services('vhosts', *sorted(self.layout.cells))
         self.write_configs()
         self.sync()
         # Placement first (the computes report to it as they start), then
@@ -376,14 +499,17 @@ connection = {db}
         self.start_placement()
         self.gunicorn('api', self.api_app(), self.api_port)
         self.start_service('conductor')
+        if self.layout.separate:
+            for cell in sorted(self.layout.cells):
+                self.start_service('conductor', cell=cell)
         self.start_service('scheduler')
-        for host in COMPUTES:
+        for host in self.computes:
             self.start_service('compute', host)
         wait_until('the compute API', lambda: self._answers(self.api_url))
         wait_until('the computes to register with placement',
                    lambda: len(self.placement.get(
                        self.placement_url + '/resource_providers'
-                   ).json()['resource_providers']) == len(COMPUTES))
+                   ).json()['resource_providers']) == len(self.computes))
         self.manage('cell_v2', 'discover_hosts')
         wait_until('every service up', self.services_up(
             self.all_services()))
@@ -393,10 +519,12 @@ connection = {db}
         # compute API worker has made its placement client (whose version
         # discovery, on a worker's first call, fails outside any of
         # nova's error handling while placement is down).
-        uuid = self.boot(1, name='smoke', host=COMPUTES[0])[0]
-        self.wait_status(uuid, ('ACTIVE',))
-        self.delete(uuid)
-        self.wait_gone(uuid)
+        for host in (self.computes if self.layout.separate else
+                     self.computes[:1]):
+            uuid = self.boot(1, name='smoke', host=host)[0]
+            self.wait_status(uuid, ('ACTIVE',))
+            self.delete(uuid)
+            self.wait_gone(uuid)
 
     def stop_process(self, name, timeout=20):
         proc = self.procs.pop(name, None)
@@ -498,6 +626,62 @@ connection = {db}
         rows = sql('SELECT DISTINCT consumer_id FROM allocations',
                    'placement')
         return sorted(r[0] for r in rows)
+
+    def provider(self, host):
+        """The uuid of the resource provider of ``host``."""
+        rps = self.placement.get(
+            self.placement_url + '/resource_providers?name=' + host,
+            timeout=30).json()['resource_providers']
+        if len(rps) != 1:
+            raise DeployError('%d resource providers named %s'
+                              % (len(rps), host))
+        return rps[0]['uuid']
+
+    def copies(self, uuid):
+        """{cell: (vm_state, task_state, hidden, host)} of the live (not
+        deleted) instance records of ``uuid``, read from each cell's
+        database.
+        """
+        out = {}
+        for cell, db in sorted(self.layout.cells.items()):
+            rows = sql("SELECT vm_state, IFNULL(task_state, ''), hidden, "
+                       "IFNULL(host, '') FROM instances WHERE uuid = '%s' "
+                       "AND deleted = 0" % uuid, db)
+            if rows:
+                out[cell] = tuple(rows[0])
+        return out
+
+    def records(self, uuid):
+        """How many instance records (deleted or not) and instance
+        mappings of ``uuid`` the databases still hold.
+        """
+        n = sum(int(sql("SELECT COUNT(*) FROM instances WHERE uuid = '%s'"
+                        % uuid, db)[0][0])
+                for db in self.layout.cells.values())
+        m = int(sql("SELECT COUNT(*) FROM instance_mappings WHERE "
+                    "instance_uuid = '%s'" % uuid, 'nova_api')[0][0])
+        return n, m
+
+    def guests(self, host):
+        """The UUIDs of the guests ``host``'s hypervisor lists: those the
+        driver holds (running or stopped) and those added out of band.
+        """
+        found = set()
+        for name in ('running', 'guests'):
+            try:
+                with open(self.gate('%s.%s' % (host, name))) as f:
+                    found.update(line.strip() for line in f
+                                 if line.strip())
+            except FileNotFoundError:
+                pass
+        return found
+
+    def add_guest(self, host, uuid):
+        """A guest of ``uuid`` that ``host``'s hypervisor lists whatever
+        nova does (out of band).
+        """
+        with open(self.gate('%s.guests' % host), 'a') as f:
+            f.write(uuid + '\n')
 
     def mapping_queued_for_delete(self, uuid):
         rows = sql("SELECT queued_for_delete FROM instance_mappings "

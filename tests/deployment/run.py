@@ -12,15 +12,19 @@
 
 """The deployment test: the seeds on real services, vanilla against fixed.
 
-    python -m tests.deployment.run [--mode vanilla|fixed|both] [--keep]
+    python -m tests.deployment.run [--mode vanilla|fixed|both]
+        [--layout single-cell|superconductor]... [--keep]
 
-For each mode it deploys nova (tests/deployment/deploy.py) on MariaDB and
+For each layout (deploy.LAYOUTS; both by default, single-cell first)
+and each mode it deploys nova (tests/deployment/deploy.py) on MariaDB and
 RabbitMQ, which tools/deploy/services.sh must have started, runs the
-scenarios below against the running services, tears everything down and
-prints one row per scenario in the recreate report's format, then one
-line "N passed, N failed": a scenario passes when vanilla nova shows the
-bug (an open bug: the leak is there; a bug nova fixed: no leak) and nova
-with the fixes shows none. Each scenario's failures are printed with the
+layout's scenarios below against the running services, tears everything
+down and prints one row per scenario in the recreate report's format.
+Then a line "deployment (LAYOUT): N passed, N failed" per layout and
+last the line "N passed, N failed" of them all: a scenario passes when
+vanilla nova shows the bug (an open bug: the leak is there; a bug nova
+fixed, or a scenario of what must not change: no leak) and nova with
+the fixes shows none. Each scenario's failures are printed with the
 service logs' directory (kept with --keep, or when a scenario failed).
 """
 
@@ -340,7 +344,7 @@ def database_restart(d, results):
     deploy.services('restart', 'mariadb')
     deploy.wait_until('every service back after the database restart',
                       d.services_up(d.all_services()), timeout=180)
-    ids = [d.boot(1, name='after-db', host=h)[0] for h in deploy.COMPUTES]
+    ids = [d.boot(1, name='after-db', host=h)[0] for h in d.computes]
     for i in ids:
         d.wait_status(i, ('ACTIVE',))
     for i in ids:
@@ -350,6 +354,231 @@ def database_restart(d, results):
     left = sorted(set(d.consumers_with_allocations()) - before)
     results['database and broker restarts: no leak, no wedged '
             'service'] = (LEAK + 'consumers %s' % left if left else None)
+
+
+# -- the superconductor layout --------------------------------------------
+#
+# compute1 is in cell1, compute2 in cell2; each cell's conductor has no
+# API database, so the orphan task (action=reap on both, grace_period 4 s,
+# a scan every 2 s) decides on the evidence of the cell and placement.
+# A server moved with the migrate action goes to the other cell (the only
+# other host).
+
+SCAN_WAIT = 14  # the grace period and five scans
+
+
+def _cross_cell(d, name, wait=True):
+    """A server on compute1 migrated to compute2 in cell2; returns its
+    uuid (in VERIFY_RESIZE if ``wait``).
+    """
+    uuid = d.boot(1, name=name, host='compute1')[0]
+    d.wait_status(uuid, ('ACTIVE',))
+    d.post('/servers/%s/action' % uuid, {'migrate': None})
+    if wait:
+        server = d.wait_status(uuid, ('VERIFY_RESIZE',))
+        require(server['OS-EXT-SRV-ATTR:host'] == 'compute2',
+                'the server went to %s, not compute2 in cell2'
+                % server['OS-EXT-SRV-ATTR:host'])
+        require(set(d.copies(uuid)) == {'cell1', 'cell2'},
+                'not a cross-cell resize: copies %s' % d.copies(uuid))
+    return uuid
+
+
+def _settle(d, uuid, before, what, quiet=5, timeout=90):
+    """Wait, bounded, until what is left of ``uuid`` (its copies, its
+    guests, the consumers with allocations) stops changing for ``quiet``
+    seconds with no copy in a task; returns that state.
+    """
+    def state():
+        copies = d.copies(uuid)
+        return (deploy.dump(copies),
+                tuple(sorted(h for h in d.computes
+                             if uuid in d.guests(h))),
+                tuple(sorted(set(d.consumers_with_allocations()) - before)))
+
+    deadline = time.monotonic() + timeout
+    last, since = None, time.monotonic()
+    while True:
+        now = state()
+        busy = any(c[1] for c in d.copies(uuid).values())
+        if now != last or busy:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            return now
+        if time.monotonic() > deadline:
+            raise deploy.DeployError('%s: still changing after %ss: %s'
+                                     % (what, timeout, now))
+        time.sleep(0.5)
+
+
+def _left_of(d, uuid, before):
+    """What a deleted server left: live copies, guests, allocations."""
+    left = []
+    copies = d.copies(uuid)
+    if copies:
+        left.append('live copies %s' % deploy.dump(copies))
+    hosts = [h for h in d.computes if uuid in d.guests(h)]
+    if hosts:
+        left.append('guests on %s' % ', '.join(hosts))
+    consumers = sorted(set(d.consumers_with_allocations()) - before)
+    if consumers:
+        left.append('allocations of %s' % ', '.join(
+            '%s %s' % (c, deploy.dump(d.allocations(c))) for c in consumers))
+    return LEAK + '; '.join(left) if left else None
+
+
+def reaped_after_archive(d, results):
+    """A guest whose server was deleted (its destroy left it running:
+    the hypervisor lists it out of band) and then archived with
+    ``nova-manage db archive_deleted_rows --all-cells``: nothing in nova
+    knows it any more. compute2's cell conductor cannot read the API
+    database; the orphan task reaps it on the evidence of cell2 and
+    placement.
+    """
+    name = 'an unknown guest after archive_deleted_rows is reaped'
+    uuid = d.boot(1, name='archived', host='compute2')[0]
+    d.wait_status(uuid, ('ACTIVE',))
+    d.add_guest('compute2', uuid)
+    d.delete(uuid)
+    d.wait_gone(uuid)
+    require(uuid in d.guests('compute2'),
+            'the guest did not outlive its server')
+    d.archive()
+    require(d.records(uuid) == (0, 0),
+            'archive_deleted_rows left records, mappings: %s'
+            % (d.records(uuid),))
+    line = 'Orphan instance %s (unknown: ' % uuid
+    if d.mode == 'fixed':
+        try:
+            deploy.wait_until('the guest to be reaped',
+                              lambda: uuid not in d.guests('compute2'), 30)
+        except deploy.DeployError:
+            pass  # told below
+    else:
+        time.sleep(SCAN_WAIT)
+    if uuid in d.guests('compute2'):
+        results[name] = LEAK + 'the unknown guest still runs on compute2'
+        return
+    log = d.log('compute2')
+    require(line in log and 'cannot be read here' in log,
+            'compute2 did not decide on the cell and placement evidence: '
+            '%s' % [entry for entry in log.splitlines()
+                    if 'Orphan' in entry][-3:])
+    results[name] = None
+
+
+def verify_resize_left_alone(d, results):
+    """Two servers moved across cells wait in VERIFY_RESIZE: each has a
+    stopped guest on compute1 (disks kept, its record hidden in cell1)
+    and a running one on compute2. Both computes reap orphans; several
+    scans past the grace period, all four guests are there. Then one
+    resize is confirmed and the other reverted, and each server has one
+    guest and its allocations on the host it ended on.
+    """
+    name = 'cross-cell VERIFY_RESIZE guests kept past the grace period'
+    before = set(d.consumers_with_allocations())
+    confirmed = _cross_cell(d, 'confirmed')
+    reverted = _cross_cell(d, 'reverted')
+    pair = (confirmed, reverted)
+    on = {h: d.guests(h) for h in d.computes}
+    require(all(u in on[h] for u in pair for h in d.computes),
+            'not a guest on each side: %s' % on)
+    time.sleep(SCAN_WAIT)
+    problems = ['the %s guest of %s was removed while in VERIFY_RESIZE'
+                % (h, u) for h in d.computes for u in pair
+                if u not in d.guests(h)]
+    d.post('/servers/%s/action' % confirmed, {'confirmResize': None})
+    d.post('/servers/%s/action' % reverted, {'revertResize': None})
+    for uuid, host in ((confirmed, 'compute2'), (reverted, 'compute1')):
+        server = d.wait_status(uuid, ('ACTIVE', 'ERROR'))
+        require(server['status'] == 'ACTIVE',
+                '%s went to ERROR: %s' % (uuid, server.get('fault')))
+        require(server['OS-EXT-SRV-ATTR:host'] == host,
+                '%s is on %s, not %s' % (
+                    uuid, server['OS-EXT-SRV-ATTR:host'], host))
+        _settle(d, uuid, before, 'the end of %s' % uuid)
+        hosts = sorted(h for h in d.computes if uuid in d.guests(h))
+        if hosts != [host]:
+            problems.append('%s has guests on %s' % (uuid, hosts))
+        allocs = d.allocations(uuid)
+        if list(allocs) != [d.provider(host)]:
+            problems.append('%s has allocations %s' % (
+                uuid, deploy.dump(allocs)))
+        if list(d.copies(uuid)) != [d.layout.computes[host]]:
+            problems.append('%s has copies %s' % (uuid, d.copies(uuid)))
+    extra = set(d.consumers_with_allocations()) - before - set(pair)
+    if extra:
+        problems.append('other consumers hold allocations: %s'
+                        % sorted(extra))
+    results[name] = LEAK + '; '.join(problems) if problems else None
+    for uuid in pair:
+        d.delete(uuid)
+    for uuid in pair:
+        d.wait_gone(uuid)
+
+
+def delete_during_finish(d, results):
+    """Bug 1848343 across cells: the server is deleted while compute2
+    (the target cell's) spawns its guest for the resize. The API deletes
+    the copy its mapping names (cell1's); then the conductor points the
+    mapping at cell2.
+    """
+    name = "deleted while the target cell's compute finishes"
+    before = set(d.consumers_with_allocations())
+    d.touch('compute2.spawn.arm')
+    uuid = _cross_cell(d, 'finish', wait=False)
+    d.wait_file('compute2.spawn.reached')
+    d.delete(uuid)
+    d.wait_gone(uuid)
+    d.touch('compute2.spawn.release')
+    _settle(d, uuid, before, 'the resize after the delete')
+    results[name] = _left_of(d, uuid, before)
+
+
+def delete_at_verify_resize(d, results):
+    """A server deleted in VERIFY_RESIZE after a cross-cell resize."""
+    name = 'deleted in VERIFY_RESIZE after a cross-cell resize'
+    before = set(d.consumers_with_allocations())
+    uuid = _cross_cell(d, 'verify')
+    d.delete(uuid)
+    d.wait_gone(uuid)
+    _settle(d, uuid, before, 'the delete')
+    results[name] = _left_of(d, uuid, before)
+
+
+def revert_across_cells(d, results):
+    """Bug 1848343's revert across cells: the user reverts; while
+    compute2 destroys its guest for the revert (the conductor has pointed
+    the mapping back at cell1), the user deletes the server, on compute1.
+    Then the conductor has compute1 finish the revert of the deleted
+    server, with its migration's allocations.
+    """
+    name = 'deleted while a cross-cell resize is reverted'
+    before = set(d.consumers_with_allocations())
+    uuid = _cross_cell(d, 'revert')
+    d.touch('compute2.destroy.arm')
+    d.post('/servers/%s/action' % uuid, {'revertResize': None})
+    d.wait_file('compute2.destroy.reached')
+    d.delete(uuid)
+    d.wait_gone(uuid)
+    d.touch('compute2.destroy.release')
+    _settle(d, uuid, before, 'the revert after the delete')
+    results[name] = _left_of(d, uuid, before)
+
+
+SUPERCONDUCTOR = (
+    ('orphans', reaped_after_archive, {
+        'an unknown guest after archive_deleted_rows is reaped': True}),
+    ('orphans', verify_resize_left_alone, {
+        'cross-cell VERIFY_RESIZE guests kept past the grace period':
+            False}),
+    (1848343, delete_during_finish, {
+        "deleted while the target cell's compute finishes": True}),
+    (1848343, delete_at_verify_resize, {
+        'deleted in VERIFY_RESIZE after a cross-cell resize': False}),
+    (1848343, revert_across_cells, {
+        'deleted while a cross-cell resize is reverted': True}),
+)
 
 
 SCENARIOS = (
@@ -417,6 +646,10 @@ def _alter_one(recorded, series):
     raise deploy.DeployError('no fingerprint of %s to alter' % series)
 
 
+LAYOUT_SCENARIOS = {'single-cell': SCENARIOS,
+                    'superconductor': SUPERCONDUCTOR}
+
+
 # -- the run ------------------------------------------------------------------
 
 
@@ -435,15 +668,17 @@ def reset(d):
     deploy.services('start', 'rabbitmq')
 
 
-def run_mode(mode, keep):
-    d = deploy.Deployment(mode)
+def run_mode(mode, keep, layout='single-cell'):
+    d = deploy.Deployment(mode, layout=layout)
     results, errors = {}, {}
     started = time.monotonic()
+    scenarios = LAYOUT_SCENARIOS[layout]
+    tag = '%s %s' % (layout, mode)
     try:
         d.start()
         sys.stderr.write('[%s] deployed in %.0f s (%s)\n' % (
-            mode, time.monotonic() - started, d.dir))
-        for bug, scenario, rows in SCENARIOS:
+            tag, time.monotonic() - started, d.dir))
+        for bug, scenario, rows in scenarios:
             t = time.monotonic()
             try:
                 scenario(d, results)
@@ -454,18 +689,18 @@ def run_mode(mode, keep):
             finally:
                 reset(d)
             sys.stderr.write('[%s] %s: %.0f s\n' % (
-                mode, scenario.__name__, time.monotonic() - t))
+                tag, scenario.__name__, time.monotonic() - t))
         if d.stubs.unexpected:
             sys.stderr.write('[%s] calls the stub did not serve: %s\n'
-                             % (mode, sorted(set(d.stubs.unexpected))))
+                             % (tag, sorted(set(d.stubs.unexpected))))
     except Exception:
-        for _bug, _scenario, rows in SCENARIOS:
+        for _bug, _scenario, rows in scenarios:
             for row in rows:
                 results.setdefault(row, None)
                 errors.setdefault(row, traceback.format_exc(limit=6))
     finally:
         d.stop()
-    if mode == 'fixed':
+    if mode == 'fixed' and layout == 'single-cell':
         row = 'a service on an unexpected nova refuses to start'
         try:
             results[row] = fingerprint_mismatch(d.dir, d.nova_conf)
@@ -476,20 +711,22 @@ def run_mode(mode, keep):
             errors[row] = traceback.format_exc(limit=4)
     failed = bool(errors)
     if keep or failed:
-        sys.stderr.write('[%s] service logs kept in %s\n' % (mode, d.logs))
+        sys.stderr.write('[%s] service logs kept in %s\n' % (tag, d.logs))
     else:
         d.cleanup()
     return results, errors
 
 
-def rows_of(vanilla, fixed, modes=('vanilla', 'fixed')):
+def rows_of(vanilla, fixed, modes=('vanilla', 'fixed'),
+            layout='single-cell'):
     """(bug, scenario, vanilla text, fixed text, as expected); a mode not
     in ``modes`` was not run and decides nothing.
     """
     rows = []
-    for bug, _scenario, expected in SCENARIOS + (
-            ('faults', None, {
-                'a service on an unexpected nova refuses to start': None}),):
+    extra = ((('faults', None, {
+        'a service on an unexpected nova refuses to start': None}),)
+        if layout == 'single-cell' else ())
+    for bug, _scenario, expected in LAYOUT_SCENARIOS[layout] + extra:
         for name, open_bug in expected.items():
             v_res, v_err = vanilla
             f_res, f_err = fixed
@@ -511,7 +748,7 @@ def rows_of(vanilla, fixed, modes=('vanilla', 'fixed')):
                 vanilla_text = 'RECREATED' if vanilla_ok else 'not recreated'
             else:
                 vanilla_ok = v_res[name] is None
-                vanilla_text = ('passes (no leak on nova 34)' if vanilla_ok
+                vanilla_text = ('passes (no leak on nova)' if vanilla_ok
                                 else 'FAILS')
             if 'vanilla' not in modes:
                 vanilla_text, vanilla_ok = 'not run', True
@@ -537,9 +774,14 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[1])
     parser.add_argument('--mode', choices=('vanilla', 'fixed', 'both'),
                         default='both')
+    parser.add_argument('--layout', action='append',
+                        choices=sorted(LAYOUT_SCENARIOS),
+                        help='the layouts to deploy (repeatable; default: '
+                        'single-cell, then superconductor)')
     parser.add_argument('--keep', action='store_true',
                         help='keep the service logs and configs')
     args = parser.parse_args(argv)
+    layouts = args.layout or ['single-cell', 'superconductor']
     if not deploy.services('status'):
         print('deployment: MariaDB and RabbitMQ are not running; start '
               'them with tools/deploy/services.sh start', file=sys.stderr)
@@ -547,23 +789,35 @@ def main(argv=None):
         return 1
     started = time.monotonic()
     empty = ({}, {})
-    vanilla = (run_mode('vanilla', args.keep)
-               if args.mode in ('vanilla', 'both') else empty)
-    fixed = (run_mode('fixed', args.keep)
-             if args.mode in ('fixed', 'both') else empty)
     modes = ('vanilla', 'fixed') if args.mode == 'both' else (args.mode,)
-    rows = rows_of(vanilla, fixed, modes)
-    print(format_table(rows))
-    for label, (res, err) in (('vanilla', vanilla), ('fixed', fixed)):
-        for name in sorted(res):
-            if res[name] or name in err:
-                print('\n[%s] %s:\n  %s' % (
-                    label, name, (err.get(name) or res[name]).strip()
-                    .replace('\n', '\n  ')))
-    passed = sum(1 for r in rows if r[4])
-    print('\ndeployment test: %.0f s' % (time.monotonic() - started))
-    print('%d passed, %d failed' % (passed, len(rows) - passed))
-    return 0 if passed == len(rows) else 1
+    lines, passed, total = [], 0, 0
+    for layout in layouts:
+        t = time.monotonic()
+        vanilla = (run_mode('vanilla', args.keep, layout)
+                   if 'vanilla' in modes else empty)
+        fixed = (run_mode('fixed', args.keep, layout)
+                 if 'fixed' in modes else empty)
+        rows = rows_of(vanilla, fixed, modes, layout)
+        print('layout %s:\n' % layout)
+        print(format_table(rows))
+        for label, (res, err) in (('vanilla', vanilla), ('fixed', fixed)):
+            for name in sorted(res):
+                if res[name] or name in err:
+                    print('\n[%s %s] %s:\n  %s' % (
+                        layout, label, name,
+                        (err.get(name) or res[name]).strip()
+                        .replace('\n', '\n  ')))
+        ok = sum(1 for r in rows if r[4])
+        passed += ok
+        total += len(rows)
+        lines.append('deployment (%s): %d passed, %d failed' % (
+            layout, ok, len(rows) - ok))
+        print('\nlayout %s: %.0f s\n' % (layout, time.monotonic() - t))
+    print('deployment test: %.0f s' % (time.monotonic() - started))
+    for line in lines:
+        print(line)
+    print('%d passed, %d failed' % (passed, total - passed))
+    return 0 if passed == total else 1
 
 
 if __name__ == '__main__':

@@ -7,6 +7,9 @@
 #   tools/deploy/services.sh stop [SVC]     stop (nothing running: no-op)
 #   tools/deploy/services.sh restart [SVC]
 #   tools/deploy/services.sh status [SVC]   exit 0 when running and ready
+#   tools/deploy/services.sh vhosts NAME...  RabbitMQ virtual hosts NAME...,
+#                                           made anew (deleted first), guest
+#                                           allowed everything on them
 #
 # SVC is mariadb or rabbitmq; without it, both. Every action is
 # idempotent. The daemons run from a state directory of their own
@@ -199,9 +202,33 @@ mq_stop() {
     echo "services.sh: RabbitMQ stopped"
 }
 
+mq_vhosts() {
+    local vhost
+    mq_ready || die "RabbitMQ is not running"
+    for vhost in "$@"; do
+        case "$vhost" in
+            ''|*[!A-Za-z0-9_-]*) die "bad virtual host name '$vhost'" ;;
+        esac
+    done
+    for vhost in "$@"; do
+        # A fresh one: nothing left queued from an earlier deployment.
+        mq_ctl delete_vhost "$vhost" >/dev/null 2>&1
+        mq_ctl add_vhost "$vhost" >/dev/null ||
+            die "rabbitmqctl add_vhost $vhost failed"
+        mq_ctl set_permissions -p "$vhost" guest '.*' '.*' '.*' >/dev/null ||
+            die "rabbitmqctl set_permissions -p $vhost failed"
+    done
+}
+
 # -- main ---------------------------------------------------------------------
 
 action=${1:-}
+if [ "$action" = vhosts ]; then
+    shift
+    [ "$#" -gt 0 ] || die "usage: $0 vhosts NAME..."
+    mq_vhosts "$@"
+    exit $?
+fi
 svc=${2:-all}
 case "$svc" in
     all|mariadb|rabbitmq) ;;
@@ -229,5 +256,5 @@ case "$action" in
             rabbitmq) mq_ready ;;
         esac
         ;;
-    *) die "usage: $0 install|start|stop|restart|status [mariadb|rabbitmq]" ;;
+    *) die "usage: $0 install|start|stop|restart|status [mariadb|rabbitmq] | vhosts NAME..." ;;
 esac
