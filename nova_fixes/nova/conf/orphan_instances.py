@@ -31,7 +31,10 @@ own running_deleted_instance_action task; guests with a hidden
 record (either side of a cross-cell resize), with a record naming no
 host (shelved) or with a migration in progress involving this host
 are never orphans. When the instance mappings cannot be read (a cell
-conductor without the API database), no guest is found unknown.
+conductor without the API database), a guest with no record in the
+cell is unknown only if the cell has no migration of it and
+placement holds no allocations for it; when those cannot be read
+either, no guest is found unknown.
 """)
 
 ALL_OPTS = [
