@@ -197,6 +197,25 @@ class NovaTest:
 
 
 @dataclasses.dataclass(frozen=True)
+class Change:
+    """One upstream change of a fix whose patch is split: the files of
+    the fix's patch it carries (nova's reviewers take one concern per
+    change, and a packager may take one change and what it requires).
+
+    Every file of the fix's patch falls in exactly one of its changes;
+    each change requires the fix's changes before it.
+    """
+    #: File name of its patch, without the number; also the seed of its
+    #: Change-Id (see nova_fixes.export.patch.change_id).
+    slug: str
+    subject: str
+    body: str
+    #: fnmatch patterns of the paths (in nova's tree) it carries.
+    paths: tuple
+    trailers: tuple = ()
+
+
+@dataclasses.dataclass(frozen=True)
 class Patch:
     """What only the fix's patch has besides the drop-ins' code.
 
@@ -216,6 +235,9 @@ class Patch:
     test_edits: tuple = ()
     #: DEP-3 Forwarded
     forwarded: str = 'no'
+    #: Change: the upstream changes the patch is split into, in order
+    #: (none: one patch, with the fields above).
+    changes: tuple = ()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -89,6 +89,8 @@ def check_series(series):
     check('patches/%s up to date with the drop-ins' % series,
           patch.check, series, tree)
     check('nova-fixes verify', patch.verify, series, tree)
+    check('each patch applies with only the patches it requires',
+          patch.verify_alone, series, tree)
     patches = patch.series_patches(series)
     names = [n for n, _t in patches]
     directory = patch.patches_dir(series)

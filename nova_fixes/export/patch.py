@@ -26,6 +26,7 @@ import collections
 import datetime
 import difflib
 import email.utils
+import fnmatch
 import hashlib
 import os
 import re
@@ -158,13 +159,17 @@ class Files(dict):
 
 class Patch(object):
 
-    def __init__(self, number, total, plan, changes, before, updated):
+    def __init__(self, number, total, plan, changes, before, updated,
+                 change_id=None, requires=()):
         self.number = number
         self.total = total
         self.plan = plan        # registry.Patch
         self.changes = changes  # {path: new text}
         self.before = before    # {path: old text or None}
         self.updated = updated  # YYYY-MM-DD
+        self.change_id = change_id
+        #: names of the patches of the set it needs applied first, in order
+        self.requires = tuple(requires)
 
     @property
     def name(self):
@@ -177,6 +182,7 @@ class Patch(object):
             self.updated, '%Y-%m-%d').replace(
                 tzinfo=datetime.timezone.utc)
         trailers = list(self.plan.trailers)
+        trailers.extend('Requires: %s' % name for name in self.requires)
         trailers.append('Origin: %s' % ORIGIN)
         for line in self.plan.trailers:
             match = re.match(r'(?:Closes|Related|Partial)-Bug: #(\d+)', line)
@@ -185,6 +191,8 @@ class Patch(object):
                                 % match.group(1))
         trailers.append('Forwarded: %s' % self.plan.forwarded)
         trailers.append('Last-Update: %s' % self.updated)
+        if self.change_id:
+            trailers.append('Change-Id: %s' % self.change_id)
         commit = hashlib.sha1(diffs.encode('utf-8')).hexdigest()
         return (
             'From %s Mon Sep 17 00:00:00 2001\n'
@@ -263,6 +271,63 @@ def _diffstat(before, changes):
     return out
 
 
+def change_id(fix, slug):
+    """The Gerrit Change-Id of a fix's change: the same from one export to
+    the next (and on every series) while its slug stays.
+    """
+    seed = 'nova-fixes:%s:%s' % (fix.name, slug)
+    return 'I' + hashlib.sha1(seed.encode('utf-8')).hexdigest()
+
+
+def split(fix, changes):
+    """[(registry.Patch, [path])]: the fix's patch, or its changes (see
+    registry.Change), each with the paths of ``changes`` it carries.
+    """
+    plan = fix.patch
+    if not plan.changes:
+        return [(plan, sorted(changes))]
+    out = []
+    taken = {}
+    for change in plan.changes:
+        paths = sorted(path for path in changes
+                       if any(fnmatch.fnmatchcase(path, pattern)
+                              for pattern in change.paths))
+        for path in paths:
+            if path in taken:
+                raise errors.ExportError(
+                    '%s: %s is in two of its changes, %s and %s'
+                    % (fix.name, path, taken[path], change.slug))
+            taken[path] = change.slug
+        if not paths:
+            raise errors.ExportError('%s: its change %s carries no file'
+                                     % (fix.name, change.slug))
+        out.append((registry.Patch(
+            slug=change.slug, subject=change.subject, body=change.body,
+            trailers=change.trailers, forwarded=plan.forwarded), paths))
+    left = sorted(set(changes) - set(taken))
+    if left:
+        raise errors.ExportError('%s: no change of it carries %s'
+                                 % (fix.name, ', '.join(left)))
+    return out
+
+
+def _requires(parts):
+    """For each part (fix, plan, paths), the indexes of the parts before
+    it that it needs: the earlier changes of its own fix, every earlier
+    part that changes one of its files (its context may come from it),
+    and what those need in turn.
+    """
+    needs = []
+    for k, (fix, _plan, paths) in enumerate(parts):
+        direct = set(j for j in range(k)
+                     if parts[j][0] is fix or set(parts[j][2]) & set(paths))
+        closure = set(direct)
+        for j in direct:
+            closure.update(needs[j])
+        needs.append(sorted(closure))
+    return needs
+
+
 def build(series, tree):
     """The list of Patch of a series, built against a nova tree."""
     registry.check_series(series)
@@ -270,8 +335,8 @@ def build(series, tree):
     check_tree_series(tree, series)
     files = Files(tree)
     selected = [fix for fix in fixes.FIXES if series in fix.series]
-    out = []
-    for number, fix in enumerate(selected, 1):
+    parts = []
+    for fix in selected:
         changes = {}
         view = collections.ChainMap(changes, files)
         changes.update(source.export_fix_code(fix, view, series))
@@ -291,10 +356,21 @@ def build(series, tree):
                 changes[path] = f.read()
         before = {path: (files[path] if path in files else None)
                   for path in changes}
-        out.append(Patch(number, len(selected), fix.patch, changes, before,
-                         fix_date(fix)))
+        date = fix_date(fix)
+        for plan, paths in split(fix, changes):
+            parts.append((fix, plan, paths,
+                          {p: changes[p] for p in paths},
+                          {p: before[p] for p in paths}, date))
         files.update(changes)
-    return out
+    needs = _requires([(fix, plan, paths)
+                       for fix, plan, paths, _c, _b, _d in parts])
+    names = ['%04d-%s.patch' % (n, part[1].slug)
+             for n, part in enumerate(parts, 1)]
+    return [Patch(n, len(parts), plan, new, old, date,
+                  change_id(fix, plan.slug),
+                  [names[j] for j in needs[n - 1]])
+            for n, (fix, plan, _paths, new, old, date)
+            in enumerate(parts, 1)]
 
 
 def patches_dir(series, root=None, name=None):
@@ -497,3 +573,38 @@ def verify(series, tree, root=None, write_tree=False):
             with open(full, 'w', encoding='utf-8') as f:
                 f.write(text)
     return names
+
+
+def requires_of(text):
+    """The names a patch's Requires: lines list, in order."""
+    head = text.split('\n---\n', 1)[0]
+    return re.findall(r'^Requires: (\S+)$', head, re.M)
+
+
+def verify_alone(series, tree, root=None, name=None):
+    """Apply each patch of patches/<series> (or patches/<name>) to the
+    nova tree with only the patches it requires (its Requires: lines)
+    before it, each from the pristine tree: a packager can take one
+    change and what it names, and nothing else. Raises PatchDoesNotApply
+    or StalePatches (a Requires: naming no earlier patch of the set).
+    Returns {patch: [its requires]}.
+    """
+    registry.check_series(series)
+    check_tree(tree)
+    patches = series_patches(series, root, name)
+    index = {n: i for i, (n, _t) in enumerate(patches)}
+    files = Files(tree)
+    out = {}
+    for k, (patch_name, text) in enumerate(patches):
+        needed = requires_of(text)
+        for other in needed:
+            if index.get(other, k) >= k:
+                raise errors.StalePatches(
+                    '%s requires %s, which is not a patch before it in '
+                    'patches/%s' % (patch_name, other, name or series))
+        state = {}
+        for other in needed + [patch_name]:
+            view = collections.ChainMap(state, files)
+            state.update(apply_to(view, other, patches[index[other]][1]))
+        out[patch_name] = needed
+    return out

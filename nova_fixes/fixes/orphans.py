@@ -45,6 +45,26 @@ max_actions_per_run a run; a failed lookup makes the run decide
 nothing. Reaping destroys the guest on this host only: its disks are
 kept, no volume is detached and no port is unbound."""
 
+OPTIONS_MESSAGE = """\
+The orphan instances periodic task, added by the next change, is
+configured in a group of its own, [orphan_instances], rather than with
+[DEFAULT]running_deleted_instance_action: that option's default is
+reap, and a task that can destroy guests nova has no record of must
+default to doing nothing but logging. The group has the action (log,
+stop or reap; log by default), the interval between runs, the grace
+period a guest must stay an orphan before it is acted on, the most
+guests acted on in one run and the guests never to touch.
+
+Nothing reads the options yet; the group is registered and listed for
+the sample configuration."""
+
+NOTE_MESSAGE = """\
+The release note of the orphan instances periodic task: what it finds,
+its safe default (log), what stop and reap do and do not do (reap
+keeps disks, volumes and ports), and how it decides in the
+superconductor layout, where the cell conductors cannot read the API
+database."""
+
 FIX = registry.Fix(
     bug='orphans',
     title='Guests running on a compute host that nova does not know '
@@ -97,5 +117,26 @@ FIX = registry.Fix(
         subject='Add a periodic task for orphan instances',
         body=COMMIT_MESSAGE,
         conf_modules=('nova_fixes.nova.conf.orphan_instances',),
+        # As nova's reviewers take a new feature: its options, the task
+        # with its tests, its release note (the spec:
+        # patches/master/specs/orphan-instances.rst).
+        changes=(
+            registry.Change(
+                slug='Add-the-orphan_instances-configuration-options',
+                subject='Add the [orphan_instances] configuration options',
+                body=OPTIONS_MESSAGE,
+                paths=('nova/conf/__init__.py',
+                       'nova/conf/orphan_instances.py')),
+            registry.Change(
+                slug='Add-a-periodic-task-for-orphan-instances',
+                subject='Add a periodic task for orphan instances',
+                body=COMMIT_MESSAGE,
+                paths=('nova/compute/*', 'nova/tests/*')),
+            registry.Change(
+                slug='Add-a-release-note-for-the-orphan-instances-task',
+                subject='Add a release note for the orphan instances task',
+                body=NOTE_MESSAGE,
+                paths=('releasenotes/notes/*',)),
+        ),
     ),
 )

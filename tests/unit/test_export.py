@@ -542,3 +542,172 @@ class CheckStaleSetTestCase(testtools.TestCase):
                       '0001-a.patch differs.', str(error))
         self.assertIn('--series 2026.2 --tree <nova 2026.2 tree>',
                       str(error))
+
+
+class _Fix(object):
+    """The parts of registry.Fix that split() and _requires() read."""
+
+    def __init__(self, name, plan):
+        self.name = name
+        self.patch = plan
+
+
+SPLIT_PLAN = registry.Patch(
+    slug='Feature', subject='Feature', body='All of it.', forwarded='no',
+    changes=(
+        registry.Change(slug='Options', subject='Add options',
+                        body='Options.', paths=('nova/conf/*',)),
+        registry.Change(slug='Task', subject='Add the task', body='Task.',
+                        paths=('nova/compute/*', 'nova/tests/*')),
+        registry.Change(slug='Note', subject='Add a note', body='Note.',
+                        paths=('releasenotes/notes/*',)),
+    ))
+
+
+class SplitTestCase(testtools.TestCase):
+
+    changes = {'nova/conf/__init__.py': '', 'nova/conf/feature.py': '',
+               'nova/compute/manager.py': '', 'nova/tests/t.py': '',
+               'releasenotes/notes/n.yaml': ''}
+
+    def test_one_patch_without_changes(self):
+        fix = _Fix('bug_1', PLAN)
+        self.assertEqual([(PLAN, sorted(self.changes))],
+                         patch.split(fix, self.changes))
+
+    def test_each_file_in_its_change(self):
+        parts = patch.split(_Fix('feature', SPLIT_PLAN), self.changes)
+        self.assertEqual(
+            [('Options', ['nova/conf/__init__.py', 'nova/conf/feature.py']),
+             ('Task', ['nova/compute/manager.py', 'nova/tests/t.py']),
+             ('Note', ['releasenotes/notes/n.yaml'])],
+            [(plan.slug, paths) for plan, paths in parts])
+        self.assertEqual('Add the task', parts[1][0].subject)
+        self.assertEqual('no', parts[1][0].forwarded)
+
+    def test_a_file_no_change_carries_is_refused(self):
+        changes = dict(self.changes, **{'doc/x.rst': ''})
+        e = self.assertRaises(errors.ExportError, patch.split,
+                              _Fix('feature', SPLIT_PLAN), changes)
+        self.assertIn('feature: no change of it carries doc/x.rst', str(e))
+
+    def test_a_file_in_two_changes_is_refused(self):
+        plan = registry.Patch(slug='F', subject='F', body='F', changes=(
+            registry.Change(slug='A', subject='A', body='A',
+                            paths=('nova/*',)),
+            registry.Change(slug='B', subject='B', body='B',
+                            paths=('nova/compute/*',))))
+        e = self.assertRaises(errors.ExportError, patch.split,
+                              _Fix('feature', plan),
+                              {'nova/compute/manager.py': ''})
+        self.assertIn('nova/compute/manager.py is in two of its changes, '
+                      'A and B', str(e))
+
+    def test_a_change_with_no_file_is_refused(self):
+        e = self.assertRaises(errors.ExportError, patch.split,
+                              _Fix('feature', SPLIT_PLAN),
+                              {'nova/conf/feature.py': ''})
+        self.assertIn('its change Task carries no file', str(e))
+
+    def test_change_ids_are_stable_and_distinct(self):
+        one = patch.change_id(_Fix('feature', SPLIT_PLAN), 'Task')
+        self.assertEqual(one, patch.change_id(_Fix('feature', PLAN),
+                                              'Task'))
+        self.assertRegex(one, r'^I[0-9a-f]{40}$')
+        self.assertNotEqual(one, patch.change_id(_Fix('feature', PLAN),
+                                                 'Options'))
+        self.assertNotEqual(one, patch.change_id(_Fix('other', PLAN),
+                                                 'Task'))
+
+    def test_requires(self):
+        a, b = _Fix('a', PLAN), _Fix('b', SPLIT_PLAN)
+        parts = [(a, None, ['nova/compute/api.py']),
+                 (b, None, ['nova/conf/x.py']),
+                 (b, None, ['nova/compute/manager.py']),
+                 (b, None, ['nova/compute/api.py', 'nova/tests/t.py']),
+                 (_Fix('c', PLAN), None, ['nova/other.py'])]
+        # b's second change: its fix's first; its third: its fix's
+        # earlier ones and a's (the same file), nothing for c.
+        self.assertEqual([[], [], [1], [0, 1, 2], []],
+                         patch._requires(parts))
+
+
+class RequiresTestCase(testtools.TestCase):
+    """Requires: lines, and each patch applied with only those."""
+
+    def setUp(self):
+        super().setUp()
+        self.root = self.useFixture(fixtures.TempDir()).path
+        self.tree = os.path.join(self.root, 'nova')
+        _nova_tree(self.tree)
+        base = 'a\nb\nc\nd\ne\nf\ng\n'
+        first = patch.Patch(1, 2, PLAN, {'nova/compute/api.py':
+                                         'a\nb\nc\nD\ne\nf\ng\n'},
+                            {'nova/compute/api.py': base}, '2026-11-30',
+                            change_id='I' + '1' * 40)
+        plan2 = registry.Patch(slug='Then-this', subject='Then this',
+                               body='After.')
+        self.second = patch.Patch(
+            2, 2, plan2, {'nova/compute/api.py': 'a\nb\nc\nD\nE\nf\ng\n'},
+            {'nova/compute/api.py': 'a\nb\nc\nD\ne\nf\ng\n'}, '2026-11-30',
+            change_id='I' + '2' * 40, requires=[first.name])
+        self.patches = os.path.join(self.root, 'patches', '2026.2')
+        os.makedirs(self.patches)
+        self.write([first, self.second])
+
+    def write(self, patches, requires=None):
+        for p in patches:
+            with open(os.path.join(self.patches, p.name), 'w') as f:
+                f.write(p.text())
+        with open(os.path.join(self.patches, 'series'), 'w') as f:
+            f.write(''.join(p.name + '\n' for p in patches))
+
+    def test_fields(self):
+        text = self.second.text()
+        self.assertEqual(['0001-Fix-it.patch'], patch.requires_of(text))
+        head = text.split('\n---\n')[0]
+        # Gerrit reads the Change-Id from the last paragraph's last line.
+        self.assertTrue(head.endswith('\nChange-Id: I' + '2' * 40))
+        self.assertIn('\nRequires: 0001-Fix-it.patch\nOrigin: ', head)
+
+    def test_each_applies_with_what_it_requires(self):
+        self.assertEqual(
+            {'0001-Fix-it.patch': [],
+             '0002-Then-this.patch': ['0001-Fix-it.patch']},
+            patch.verify_alone('2026.2', self.tree, root=self.root))
+
+    def test_a_missing_requirement_is_found(self):
+        self.second.requires = ()
+        self.write([patch.Patch(1, 2, PLAN, {'nova/compute/api.py':
+                                             'a\nb\nc\nD\ne\nf\ng\n'},
+                                {'nova/compute/api.py':
+                                 'a\nb\nc\nd\ne\nf\ng\n'}, '2026-11-30'),
+                    self.second])
+        e = self.assertRaises(errors.PatchDoesNotApply, patch.verify_alone,
+                              '2026.2', self.tree, root=self.root)
+        self.assertIn('0002-Then-this.patch does not apply', str(e))
+
+    def test_a_requirement_after_the_patch_is_refused(self):
+        first = patch.Patch(1, 2, PLAN, {'nova/new.py': 'x = 1\n'},
+                            {'nova/new.py': None}, '2026-11-30',
+                            requires=['0002-Then-this.patch'])
+        self.second.requires = ()
+        self.write([first, self.second])
+        e = self.assertRaises(errors.StalePatches, patch.verify_alone,
+                              '2026.2', self.tree, root=self.root)
+        self.assertIn('0001-Fix-it.patch requires 0002-Then-this.patch, '
+                      'which is not a patch before it', str(e))
+
+
+class RealSplitTestCase(testtools.TestCase):
+
+    def test_the_orphan_task_comes_as_three_changes(self):
+        from nova_fixes.fixes import orphans
+        changes = orphans.FIX.patch.changes
+        self.assertEqual(
+            ['Add the [orphan_instances] configuration options',
+             'Add a periodic task for orphan instances',
+             'Add a release note for the orphan instances task'],
+            [c.subject for c in changes])
+        for change in changes:
+            self.assertLessEqual(len(change.subject), 72)

@@ -115,13 +115,15 @@ class FixRecordsTestCase(testtools.TestCase):
             self.assertEqual(json.dumps(recorded, indent=2, sort_keys=True) +
                              '\n', f.read())
 
-    def test_patches_of_every_series_one_per_fix_in_order(self):
+    def test_patches_of_every_series_one_per_change_in_order(self):
         for series in registry.SUPPORTED_SERIES:
             with open(os.path.join(ROOT, 'patches', series, 'series')) as f:
                 names = f.read().split()
-            wanted = ['%04d-%s.patch' % (number, fix.patch.slug)
-                      for number, fix in enumerate(
-                          [f for f in fixes.FIXES if series in f.series], 1)]
+            slugs = [change.slug
+                     for fix in fixes.FIXES if series in fix.series
+                     for change in (fix.patch.changes or (fix.patch,))]
+            wanted = ['%04d-%s.patch' % (number, slug)
+                      for number, slug in enumerate(slugs, 1)]
             self.assertEqual(wanted, names, series)
             self.assertEqual(sorted(wanted + ['series']),
                              _files('patches', series))
