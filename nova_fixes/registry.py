@@ -90,6 +90,25 @@ def check_series(series):
     return series
 
 
+#: The upstream series, patches/master: nova's master branch, for nova's
+#: reviewers. It is made from the newest series' records, against a git
+#: checkout of master (patches/master/BASE names its commit); no
+#: released nova and no drop-in activation.
+UPSTREAM = 'master'
+
+
+def records_of(series):
+    """The series whose records make the patches of ``series``: itself,
+    or for the upstream series the newest supported one. Refuses any
+    other name.
+    """
+    if series == UPSTREAM:
+        return DEFAULT_SERIES
+    if series not in SUPPORTED_SERIES:
+        raise errors.UnknownSeries(series, SUPPORTED_SERIES + (UPSTREAM,))
+    return series
+
+
 @dataclasses.dataclass(frozen=True)
 class Target:
     """One attribute of nova that a fix replaces or adds.

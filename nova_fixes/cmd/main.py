@@ -56,6 +56,14 @@ def _check(args):
 def _tree(args):
     """The nova tree to work on: --tree, or the series' released sdist."""
     from nova_fixes.export import sdist
+    if args.series == registry.UPSTREAM and getattr(args, 'set', None) is None:
+        registry.records_of(args.series)
+        if not args.tree:
+            raise errors.NovaFixesError(
+                '--series %s needs --tree: a git checkout of nova\'s '
+                'master branch (patches/master/BASE names the commit it '
+                'was made against)' % registry.UPSTREAM)
+        return args.tree
     registry.check_series(args.series)
     if args.tree:
         return args.tree
@@ -65,6 +73,8 @@ def _tree(args):
 def _fingerprints(args):
     from nova_fixes.export import patch
     from nova_fixes import fingerprint
+    # The originals of released series only (master has no drop-ins).
+    registry.check_series(args.series)
     if args.set:
         # A distribution's own tree of the series: named, never guessed.
         registry.check_set(args.set, args.series)
@@ -155,8 +165,10 @@ def parser():
         'export', help='write patches/<series> from the drop-ins (or, with '
         '--check, fail if it is stale)')
     e.add_argument('--series', required=True,
-                   help='a supported series (%s) or "all"'
-                   % ', '.join(registry.SUPPORTED_SERIES))
+                   help='a supported series (%s), "all" of them, or "%s" '
+                   "(nova's master branch: needs --tree, a git checkout)"
+                   % (', '.join(registry.SUPPORTED_SERIES),
+                      registry.UPSTREAM))
     e.add_argument('--tree', help='a nova source tree of that series '
                    '(default: its released sdist, downloaded with pip)')
     e.add_argument('--check', action='store_true',
@@ -175,7 +187,9 @@ def parser():
         'verify', help="check that patches/<series> applies to a nova tree "
         "(a packager's own, for example), changing nothing")
     v.add_argument('--series', required=True,
-                   help='one of %s' % ', '.join(registry.SUPPORTED_SERIES))
+                   help='one of %s, or %s (with --tree)' % (
+                       ', '.join(registry.SUPPORTED_SERIES),
+                       registry.UPSTREAM))
     v.add_argument('--tree', help='the nova source tree (default: the '
                    "series' released sdist, downloaded with pip)")
     v.add_argument('--apply', action='store_true',

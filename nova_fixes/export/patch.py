@@ -328,18 +328,42 @@ def _requires(parts):
     return needs
 
 
+def upstream_base(tree):
+    """The line of patches/master/BASE: the commit of the nova checkout
+    ``tree``, its date and subject. Refuses a tree that is not a git
+    checkout or has changes.
+    """
+    def git(*args):
+        out = subprocess.run(('git', '-C', tree) + args,
+                             capture_output=True, text=True)
+        if out.returncode != 0:
+            raise errors.NotANovaTree(
+                tree, 'the master series is made against a git checkout '
+                "of nova's master branch (git %s: %s)"
+                % (' '.join(args), out.stderr.strip() or out.returncode))
+        return out.stdout
+    if git('status', '--porcelain', '--untracked-files=no').strip():
+        raise errors.NotANovaTree(tree, 'the checkout has changes: the '
+                                  'series is made against a commit')
+    return git('log', '-1', '--date=short',
+               '--format=%H %cd %s').strip() + '\n'
+
+
 def build(series, tree):
     """The list of Patch of a series, built against a nova tree."""
-    registry.check_series(series)
+    records = registry.records_of(series)
     check_tree(tree)
-    check_tree_series(tree, series)
+    if series == registry.UPSTREAM:
+        upstream_base(tree)
+    else:
+        check_tree_series(tree, series)
     files = Files(tree)
-    selected = [fix for fix in fixes.FIXES if series in fix.series]
+    selected = [fix for fix in fixes.FIXES if records in fix.series]
     parts = []
     for fix in selected:
         changes = {}
         view = collections.ChainMap(changes, files)
-        changes.update(source.export_fix_code(fix, view, series))
+        changes.update(source.export_fix_code(fix, view, records))
         for module in fix.patch.conf_modules:
             changes.update(source.export_conf_module(module, view))
         for edit in fix.patch.test_edits:
@@ -387,7 +411,14 @@ def render(series, tree):
     built = build(series, tree)
     out = {p.name: p.text() for p in built}
     out['series'] = ''.join(p.name + '\n' for p in built)
+    if series == registry.UPSTREAM:
+        out['BASE'] = upstream_base(tree)
     return out
+
+
+#: What patches/<series> holds besides the export: written by hand, kept
+#: by write() and ignored by check().
+KEPT = ('specs',)
 
 
 def write(series, tree, root=None, name=None):
@@ -402,6 +433,10 @@ def write(series, tree, root=None, name=None):
         for name, text in rendered.items():
             with open(os.path.join(tmp, name), 'w', encoding='utf-8') as f:
                 f.write(text)
+        for kept in KEPT:
+            if os.path.exists(os.path.join(target, kept)):
+                os.rename(os.path.join(target, kept),
+                          os.path.join(tmp, kept))
         if os.path.isdir(target):
             shutil.rmtree(target)
         os.rename(tmp, target)
@@ -415,7 +450,8 @@ def check(series, tree, root=None, name=None):
     """Raise StalePatches naming every file that differs."""
     target = patches_dir(series, root, name)
     rendered = render(series, tree)
-    existing = set(os.listdir(target)) if os.path.isdir(target) else set()
+    existing = (set(os.listdir(target)) - set(KEPT)
+                if os.path.isdir(target) else set())
     problems = []
     for file_name in sorted(set(rendered) | existing):
         path = os.path.join(target, file_name)
@@ -533,7 +569,7 @@ def series_patches(series, root=None, name=None):
     """[(name, text)] of patches/<series> (or patches/<name>), in the
     order of its series file.
     """
-    registry.check_series(series)
+    registry.records_of(series)
     directory = patches_dir(series, root, name)
     listing = os.path.join(directory, 'series')
     if not os.path.isfile(listing):
@@ -556,9 +592,10 @@ def verify(series, tree, root=None, write_tree=False):
     Every patch is applied in memory first; only when all apply (and
     write_tree is True) are the files written. Returns the names applied.
     """
-    registry.check_series(series)
+    registry.records_of(series)
     check_tree(tree)
-    check_tree_series(tree, series)
+    if series != registry.UPSTREAM:
+        check_tree_series(tree, series)
     files = Files(tree)
     state = {}
     names = []
@@ -589,7 +626,7 @@ def verify_alone(series, tree, root=None, name=None):
     or StalePatches (a Requires: naming no earlier patch of the set).
     Returns {patch: [its requires]}.
     """
-    registry.check_series(series)
+    registry.records_of(series)
     check_tree(tree)
     patches = series_patches(series, root, name)
     index = {n: i for i, (n, _t) in enumerate(patches)}

@@ -13,6 +13,7 @@
 """The exporter: drop-ins into nova source edits, and patch files."""
 
 import os
+import subprocess
 import textwrap
 
 import fixtures
@@ -504,10 +505,10 @@ class PatchFileTestCase(testtools.TestCase):
     def test_cli_errors_are_one_clear_line(self):
         stderr = self.useFixture(fixtures.StringStream('stderr')).stream
         self.useFixture(fixtures.MonkeyPatch('sys.stderr', stderr))
-        rc = cli.main(['verify', '--series', 'master', '--tree', self.tree])
+        rc = cli.main(['verify', '--series', 'mastr', '--tree', self.tree])
         self.assertEqual(2, rc)
         stderr.seek(0)
-        self.assertIn("unknown nova series 'master'", stderr.read())
+        self.assertIn("unknown nova series 'mastr'", stderr.read())
 
 
 class CheckStaleSetTestCase(testtools.TestCase):
@@ -711,3 +712,81 @@ class RealSplitTestCase(testtools.TestCase):
             [c.subject for c in changes])
         for change in changes:
             self.assertLessEqual(len(change.subject), 72)
+
+
+class UpstreamSeriesTestCase(testtools.TestCase):
+    """patches/master: made against a git checkout of nova's master."""
+
+    def setUp(self):
+        super().setUp()
+        self.root = self.useFixture(fixtures.TempDir()).path
+        self.tree = os.path.join(self.root, 'nova')
+        _nova_tree(self.tree)
+        os.unlink(os.path.join(self.tree, 'PKG-INFO'))
+        env = dict(os.environ, GIT_AUTHOR_DATE='2026-08-21T12:00:00Z',
+                   GIT_COMMITTER_DATE='2026-08-21T12:00:00Z')
+        for args in (['init', '-q'], ['add', '-A'],
+                     ['-c', 'user.name=t', '-c', 'user.email=t@t', 'commit',
+                      '-q', '-m', 'Merge "Something"']):
+            subprocess.run(['git', '-C', self.tree] + args, check=True,
+                           env=env, capture_output=True)
+        self.commit = subprocess.run(
+            ['git', '-C', self.tree, 'rev-parse', 'HEAD'], check=True,
+            capture_output=True, text=True).stdout.strip()
+
+    def test_records_of(self):
+        self.assertEqual(registry.DEFAULT_SERIES,
+                         registry.records_of(registry.UPSTREAM))
+        self.assertEqual('2024.1', registry.records_of('2024.1'))
+        e = self.assertRaises(errors.UnknownSeries, registry.records_of,
+                              'mastr')
+        self.assertIn('master', str(e))
+        # Only the released series have fingerprints and sdists.
+        self.assertRaises(errors.UnknownSeries, registry.check_series,
+                          registry.UPSTREAM)
+
+    def test_base_names_the_commit(self):
+        self.assertEqual('%s 2026-08-21 Merge "Something"\n' % self.commit,
+                         patch.upstream_base(self.tree))
+
+    def test_a_checkout_with_changes_is_refused(self):
+        with open(os.path.join(self.tree, 'nova/compute/api.py'), 'a') as f:
+            f.write('x\n')
+        e = self.assertRaises(errors.NotANovaTree, patch.upstream_base,
+                              self.tree)
+        self.assertIn('the checkout has changes', str(e))
+
+    def test_a_tree_that_is_not_a_checkout_is_refused(self):
+        plain = os.path.join(self.root, 'plain')
+        _nova_tree(plain)
+        e = self.assertRaises(errors.NotANovaTree, patch.upstream_base,
+                              plain)
+        self.assertIn("a git checkout of nova's master branch", str(e))
+
+    def test_specs_are_kept_and_not_checked(self):
+        target = patch.patches_dir(registry.UPSTREAM, self.root)
+        os.makedirs(os.path.join(target, 'specs'))
+        spec = os.path.join(target, 'specs', 'a.rst')
+        with open(spec, 'w') as f:
+            f.write('A spec\n')
+        rendered = {'0001-Fix-it.patch': 'text\n', 'series':
+                    '0001-Fix-it.patch\n', 'BASE': 'abc\n'}
+        self.useFixture(fixtures.MockPatch(
+            'nova_fixes.export.patch.render', return_value=rendered))
+        patch.write(registry.UPSTREAM, self.tree, root=self.root)
+        self.assertEqual(['0001-Fix-it.patch', 'BASE', 'series', 'specs'],
+                         sorted(os.listdir(target)))
+        with open(spec) as f:
+            self.assertEqual('A spec\n', f.read())
+        patch.check(registry.UPSTREAM, self.tree, root=self.root)
+
+    def test_cli_master_needs_a_tree(self):
+        stderr = self.useFixture(fixtures.StringStream('stderr')).stream
+        self.useFixture(fixtures.MonkeyPatch('sys.stderr', stderr))
+        rc = cli.main(['export', '--series', 'master', '--root', self.root])
+        self.assertEqual(2, rc)
+        stderr.seek(0)
+        self.assertIn('--series master needs --tree', stderr.read())
+        rc = cli.main(['fingerprints', 'record', '--series', 'master',
+                       '--tree', self.tree])
+        self.assertEqual(2, rc)
