@@ -370,10 +370,15 @@ class ModuleEdit(object):
         if not texts:
             return
         # Keep the drop-in module's order: constants before their users.
+        # Two blank lines around a def or a class, as pycodestyle wants
+        # (E302, E305); none between constants.
         block = ''
+        after_def = False
         for _lineno, text in sorted(texts):
-            sep = '\n\n' if text.startswith(('def ', 'class ', '@')) else ''
+            is_def = text.startswith(('def ', 'class ', '@'))
+            sep = '\n\n' if is_def or after_def else ''
             block += sep + text
+            after_def = is_def
         block = block.lstrip('\n')
         if self.classes:
             start = _first_line(self.find(self.classes[0]))

@@ -187,6 +187,23 @@ class ExportSourceTestCase(testtools.TestCase):
         self.assertIn('return _check(client, 0)', text)
         compile(text, 'fake.py', 'exec')
 
+    def test_a_constant_after_a_helper_def_has_two_blank_lines(self):
+        # As pycodestyle wants (E305): nova's flake8 found the constant
+        # of a helper right after another helper's body.
+        with open(self.dropins.path, 'a') as f:
+            f.write('\n\ndef checked(client):\n'
+                    '    """Added to nova.fake (bug 1).\n\n'
+                    '    Check.\n    """\n'
+                    '    return _check(client, LIMIT)\n'
+                    '\n\nLIMIT = 2\n')
+        text = self._export(
+            registry.Target('nova.fake:Client.move', 'nova_fixes.fake:move',
+                            original_as='_move_anywhere'),
+            registry.Target('nova.fake:checked', 'nova_fixes.fake:checked',
+                            new=True))
+        self.assertIn('helper_of_nova()\n\n\nLIMIT = 2\n', text)
+        compile(text, 'fake.py', 'exec')
+
     def test_helper_two_targets_use_is_added_once(self):
         with open(self.dropins.path, 'a') as f:
             f.write('\n\ndef checked(client):\n'
