@@ -1,0 +1,379 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Each change of a patch series, applied in order to nova, checked as
+nova's gate checks what it touches.
+
+    python tools/upstream_check.py --nova-src DIR [--series S]
+        [--changes N[-M]] [--no-unit] [--no-functional] [--no-mypy]
+
+DIR (default: the released sdist of the newest series) is a nova
+tree: a git checkout of nova's master (series ``master``,
+patches/master, checked out at patches/master/BASE in a clone) or a
+release's tree (its sdist unpacked: the series of its PKG-INFO, in a
+copy made a git repository). DIR itself is never changed. The patches
+are applied one at a time with ``git am``; after each, for the files of
+that change:
+
+* style, as nova's pre-commit hooks run it: flake8 with hacking and
+  nova's local checks under nova's own [flake8] configuration, autopep8
+  (nothing to change), codespell with nova's dictionary, and the
+  whitespace hooks (no trailing whitespace, no tab, a newline at the
+  end);
+* mypy with nova's configuration, when the change touches a file it
+  covers;
+* the unit test modules of the files it changes (UNIT_TESTS, else
+  nova/tests/unit/<package>/test_<module>.py) and the unit test modules
+  it changes;
+* the functional tests it adds (whole modules) and changes (the test
+  methods its hunks touch).
+
+Every check is one line, ``<patch>: <check>: ok`` or ``FAILED`` with
+what failed; the last line is ``N passed, N failed``. nova's tests run
+from the patched tree on the interpreter running this (a venv with the
+series' nova and its test requirements, as tox -e upstream makes it).
+"""
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from nova_fixes import errors  # noqa: E402
+from nova_fixes.export import patch as patches  # noqa: E402
+from nova_fixes import registry  # noqa: E402
+
+sys.path.insert(0, os.path.join(ROOT, 'tools'))
+import run_series  # noqa: E402
+
+
+def module(path):
+    """nova/a/b.py (or nova/a) -> nova.a.b (nova.a)."""
+    return (path[:-3] if path.endswith('.py') else path).replace('/', '.')
+
+
+#: nova's source files whose unit tests are not test_<module>.py beside
+#: them under nova/tests/unit (tox -e series uses the same), and the
+#: environment nova's unit and functional tests run in (eventlet, as
+#: nova's tox py3 env has it).
+UNIT_TESTS = {source: tuple(module(path) for path in tests)
+              for source, tests in run_series.UNIT_TESTS_OF.items()}
+NOVA_TEST_ENV = run_series.NOVA_TEST_ENV
+TIMEOUT = 3600
+#: The style checks, as nova's pre-commit hooks run them.
+STYLE = ('whitespace', 'flake8', 'autopep8', 'codespell')
+
+
+class Result(object):
+
+    def __init__(self):
+        self.passed = self.failed = 0
+
+    def line(self, name, what, problem=None):
+        if problem:
+            self.failed += 1
+            print('%s: %s: FAILED: %s' % (name, what, problem.strip()))
+        else:
+            self.passed += 1
+            print('%s: %s: ok' % (name, what))
+        sys.stdout.flush()
+
+
+def run(cmd, cwd, timeout=TIMEOUT, env=None):
+    try:
+        out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True,
+                             timeout=timeout, env=env)
+    except FileNotFoundError:
+        return 127, '%s is not installed (tox -e upstream installs it)' % (
+            cmd[0])
+    except subprocess.TimeoutExpired:
+        return 124, 'killed after %d s: %s' % (timeout, ' '.join(cmd))
+    return out.returncode, (out.stdout + out.stderr)
+
+
+def tree_series(tree):
+    if os.path.isfile(os.path.join(tree, 'PKG-INFO')):
+        version = patches.tree_version(tree)
+        series = registry.SERIES_BY_MAJOR.get(int(version.split('.')[0]))
+        if series is None:
+            raise errors.NotANovaTree(tree, 'nova %s is of no supported '
+                                      'series' % version)
+        return series
+    if os.path.isdir(os.path.join(tree, '.git')):
+        return registry.UPSTREAM
+    raise errors.NotANovaTree(tree, 'neither a release (PKG-INFO) nor a '
+                              'git checkout of master')
+
+
+def workspace(tree, series, where):
+    """A copy of the tree, as a git repository at the series' base."""
+    copy = os.path.join(where, 'nova')
+    git = ['git', '-c', 'user.name=nova-fixes',
+           '-c', 'user.email=nova-fixes@invalid']
+    if series == registry.UPSTREAM:
+        with open(os.path.join(patches.patches_dir(series), 'BASE')) as f:
+            base = f.read().split()[0]
+        subprocess.run(['git', 'clone', '-q', '--shared', '--no-checkout',
+                        tree, copy], check=True)
+        rc, out = run(['git', 'checkout', '-q', base], copy)
+        if rc:
+            raise errors.NotANovaTree(tree, 'the checkout has no commit %s '
+                                      '(patches/master/BASE): %s'
+                                      % (base, out.strip()))
+    else:
+        patches.check_tree(tree)
+        patches.check_tree_series(tree, series)
+        shutil.copytree(tree, copy, symlinks=True)
+        for cmd in (['init', '-q'], ['add', '-A', '-f'],
+                    ['commit', '-q', '-m', 'nova as released']):
+            subprocess.run(git + cmd, cwd=copy, check=True,
+                           capture_output=True)
+    return copy, git
+
+
+def changed(text):
+    """{path: (added?, [added or changed test names])} of a patch."""
+    out = {}
+    current = None
+    for line in text.splitlines():
+        m = re.match(r'^diff --git a/(\S+) b/(\S+)$', line)
+        if m:
+            current = m.group(2)
+            out[current] = [False, set()]
+            continue
+        if current is None:
+            continue
+        if line.startswith('new file mode'):
+            out[current][0] = True
+        m = re.match(r'^@@ .* @@.*\bdef (test_\w+)', line)
+        if m:
+            out[current][1].add(m.group(1))
+        # Defined in the hunk, added or as context: a test it changes (or
+        # one beside the change: run too, which costs little).
+        m = re.match(r'^[ +]\s*def (test_\w+)', line)
+        if m:
+            out[current][1].add(m.group(1))
+    return {p: (a, sorted(t)) for p, (a, t) in out.items()}
+
+
+def unit_modules(tree, paths):
+    found = []
+    for path in paths:
+        if not path.endswith('.py'):
+            continue
+        if path.startswith('nova/tests/unit/'):
+            found.append(module(path))
+        elif path.startswith('nova/tests/'):
+            continue
+        elif path in UNIT_TESTS:
+            found.extend(UNIT_TESTS[path])
+        else:
+            package, name = os.path.split(path[len('nova/'):])
+            candidate = os.path.join('nova/tests/unit', package,
+                                     'test_' + name)
+            if os.path.isfile(os.path.join(tree, candidate)):
+                found.append(module(candidate))
+    return sorted(set(found))
+
+
+def stestr(tree, test_path, ids, what, result, name):
+    """Run the tests matching ``ids`` (regexes) under test_path."""
+    if os.path.isdir(os.path.join(tree, '.stestr')):
+        shutil.rmtree(os.path.join(tree, '.stestr'))
+    pattern = '^(%s)' % '|'.join(ids)
+    env = dict(os.environ, PYTHONPATH=tree, **NOVA_TEST_ENV)
+    env.pop('NOVA_FIXES_MODE', None)
+    started = time.monotonic()
+    rc, out = run([sys.executable, '-m', 'stestr', '--top-dir', './',
+                   '--test-path', test_path, 'run', '--concurrency',
+                   str(os.cpu_count() or 1), pattern], tree, env=env)
+    counts = re.findall(r'^ - (Passed|Failed|Skipped): (\d+)$', out, re.M)
+    summary = ', '.join('%s %s' % (n, k.lower()) for k, n in counts)
+    took = time.monotonic() - started
+    label = '%s (%s; %.0f s)' % (what, summary or 'nothing ran', took)
+    passed = dict(counts).get('Passed', '0')
+    if rc != 0 or passed == '0':
+        failures = re.findall(r'^FAIL: (\S+)', out, re.M)
+        result.line(name, label, 'exit %d%s: %s' % (
+            rc, ' (no test passed)' if passed == '0' else '',
+            ', '.join(failures[:10]) or out.strip()[-1500:]))
+    else:
+        result.line(name, label)
+
+
+def _bin(name):
+    """A console script of the environment running this."""
+    return os.path.join(os.path.dirname(sys.executable), name)
+
+
+def style(tree, files, result, name):
+    py = [f for f in files if f.endswith('.py') and
+          os.path.isfile(os.path.join(tree, f))]
+    present = [f for f in files if os.path.isfile(os.path.join(tree, f))]
+    problems = []
+    for path in present:
+        with open(os.path.join(tree, path), encoding='utf-8') as f:
+            text = f.read()
+        for n, line in enumerate(text.splitlines(), 1):
+            if line != line.rstrip():
+                problems.append('%s:%d: trailing whitespace' % (path, n))
+            if '\t' in line and not path.endswith('.svg'):
+                problems.append('%s:%d: a tab' % (path, n))
+        if text and not text.endswith('\n'):
+            problems.append('%s: no newline at the end' % path)
+    if 'whitespace' in STYLE:
+        result.line(name, 'whitespace (%d files)' % len(present),
+                    '; '.join(problems[:10]) if problems else None)
+    hacked = [f for f in py
+              if not re.match(r'^(doc|releasenotes|tools)/', f)]
+    if hacked and 'flake8' in STYLE:
+        rc, out = run([sys.executable, '-m', 'flake8'] + hacked, tree)
+        result.line(name, 'flake8 with hacking (%d files)' % len(hacked),
+                    out if rc else None)
+    if py and 'autopep8' in STYLE:
+        # As the pre-commit hook runs it: in place, with nova's own
+        # [tool.autopep8] configuration; then whatever it changed is the
+        # finding, and the files are put back.
+        rc, out = run([_bin('autopep8')] + py, tree)
+        rc_diff, diff = run(['git', 'diff', '--exit-code', '--'] + py, tree)
+        run(['git', 'checkout', '--'] + py, tree)
+        result.line(name, 'autopep8 (%d files)' % len(py),
+                    (out if rc else 'it would change:\n' + diff[:1500])
+                    if rc or rc_diff else None)
+    if present and 'codespell' in STYLE:
+        rc, out = run([_bin('codespell'),
+                       '--ignore-words=doc/dictionary.txt'] + present, tree)
+        result.line(name, 'codespell (%d files)' % len(present),
+                    out if rc else None)
+
+
+def mypy_files(tree):
+    """The files nova's mypy configuration covers (pyproject.toml)."""
+    import tomllib
+    path = os.path.join(tree, 'pyproject.toml')
+    if not os.path.isfile(path):
+        return []
+    with open(path, 'rb') as f:
+        conf = tomllib.load(f)
+    return conf.get('tool', {}).get('mypy', {}).get('files', [])
+
+
+def typed(tree, files, result, name):
+    import fnmatch
+    covered = mypy_files(tree)
+    hit = [f for f in files
+           if any(fnmatch.fnmatchcase(f, p) for p in covered)]
+    if not hit:
+        return
+    rc, out = run([sys.executable, '-m', 'mypy'], tree)
+    result.line(name, 'mypy, nova\'s configuration (covers %s)'
+                % ', '.join(hit), out[-2000:] if rc else None)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    p.add_argument('--nova-src',
+                   help='a nova tree: a git checkout of master, or a '
+                   "release's unpacked sdist (default: %s's released "
+                   'sdist, downloaded with pip)' % registry.DEFAULT_SERIES)
+    p.add_argument('--series', help='the patches/ set to apply (default: '
+                   "the tree's: master for a git checkout, else its "
+                   'release\'s series)')
+    p.add_argument('--changes', help='only the changes numbered N or N-M '
+                   '(the others are applied, not checked)')
+    p.add_argument('--no-unit', action='store_true')
+    p.add_argument('--no-functional', action='store_true')
+    p.add_argument('--no-mypy', action='store_true')
+    args = p.parse_args(argv)
+    result = Result()
+    try:
+        if args.nova_src:
+            tree = os.path.abspath(args.nova_src)
+        else:
+            from nova_fixes.export import sdist
+            tree = sdist.released_tree(registry.DEFAULT_SERIES)
+        if not os.path.isdir(tree):
+            raise errors.NotANovaTree(tree, 'no such directory')
+        series = args.series or tree_series(tree)
+        registry.records_of(series)
+        listed = patches.series_patches(series)
+        first, last = 1, len(listed)
+        if args.changes:
+            m = re.match(r'^(\d+)(?:-(\d+))?$', args.changes)
+            if not m or not 1 <= int(m.group(1)) <= int(
+                    m.group(2) or m.group(1)) <= len(listed):
+                raise errors.NovaFixesError(
+                    '--changes %s: give N or N-M within 1-%d'
+                    % (args.changes, len(listed)))
+            first, last = int(m.group(1)), int(m.group(2) or m.group(1))
+    except errors.NovaFixesError as e:
+        print('upstream_check: %s' % e)
+        print('0 passed, 1 failed')
+        return 1
+    print('nova %s, patches/%s: %d changes' % (tree, series, len(listed)))
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix='nova-fixes-upstream-') as tmp:
+        copy, git = workspace(tree, series, tmp)
+        directory = patches.patches_dir(series)
+        for number, (name, text) in enumerate(listed, 1):
+            rc, out = run(git + ['am', '-q', os.path.join(directory, name)],
+                          copy)
+            check = first <= number <= last
+            if rc:
+                result.line(name, 'git am', out)
+                break
+            if not check:
+                continue
+            t = time.monotonic()
+            result.line(name, 'git am')
+            files = changed(text)
+            style(copy, sorted(files), result, name)
+            if not args.no_mypy:
+                typed(copy, sorted(files), result, name)
+            if not args.no_unit:
+                mods = unit_modules(copy, sorted(files))
+                if mods:
+                    stestr(copy, './nova/tests/unit',
+                           [re.escape(m) + r'\b' for m in mods],
+                           'unit tests of %s' % ', '.join(
+                               m.rsplit('.', 1)[-1] for m in mods),
+                           result, name)
+            if not args.no_functional:
+                ids = []
+                for path, (added, tests) in sorted(files.items()):
+                    if not (path.startswith('nova/tests/functional/') and
+                            path.endswith('.py')):
+                        continue
+                    if added:
+                        ids.append(re.escape(module(path)) + r'\b')
+                    elif tests:
+                        ids.append(r'%s\..*\.(%s)$' % (
+                            re.escape(module(path)), '|'.join(tests)))
+                if ids:
+                    stestr(copy, './nova/tests/functional', ids,
+                           'functional tests it adds or changes', result,
+                           name)
+            print('%s: %.0f s' % (name, time.monotonic() - t))
+    print('upstream check: %.0f s' % (time.monotonic() - started))
+    print('%d passed, %d failed' % (result.passed, result.failed))
+    return 1 if result.failed else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
