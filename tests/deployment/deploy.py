@@ -169,8 +169,13 @@ class Deployment(object):
         self.api_port = free_port()
         self.api_url = 'http://127.0.0.1:%d' % self.api_port
         self.placement_url = 'http://127.0.0.1:%d' % self.placement_port
+        # A connection for each request: gunicorn closes an idle
+        # keep-alive connection after a few seconds, and a request sent
+        # on one it is closing meanwhile fails with "Connection reset by
+        # peer" (it did once, after a scenario's 30 s wait).
         self.session = requests.Session()
         self.session.headers.update({
+            'Connection': 'close',
             'X-Auth-Token': 'admin:admin',
             'X-User-Id': 'admin', 'X-Project-Id': 'admin',
             'X-Roles': 'admin,member,reader',
@@ -179,6 +184,7 @@ class Deployment(object):
         })
         self.placement = requests.Session()
         self.placement.headers.update({
+            'Connection': 'close',
             'X-Auth-Token': 'admin',
             'OpenStack-API-Version': 'placement 1.39'})
 
