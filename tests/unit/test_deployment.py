@@ -43,6 +43,16 @@ class LayoutConfigTest(testtools.TestCase):
 
     def _deployment(self, layout):
         workdir = self.useFixture(fixtures.TempDir()).path
+        # nova's api-paste.ini as a pip-installed nova has it under
+        # sys.prefix; a distribution's nova has it elsewhere (Debian:
+        # /etc/nova), and these tests need none of it.
+        etc = self.useFixture(fixtures.TempDir()).path
+        with open(os.path.join(etc, 'api-paste.ini'), 'w') as f:
+            f.write('[composite:osapi_compute]\n'
+                    'keystone = cors request_id authtoken keystonecontext '
+                    'osapi_compute_app_v21\n')
+        self.useFixture(fixtures.MockPatchObject(
+            deploy.Deployment, '_nova_etc', return_value=etc))
         d = deploy.Deployment('fixed', workdir=workdir, layout=layout)
         d.stubs = _FakeStubs()
         d.write_configs()
