@@ -135,6 +135,10 @@ class Target:
     series: tuple = SUPPORTED_SERIES
     #: The services whose processes run this code (see SERVICES).
     services: tuple = ('api', 'compute', 'conductor')
+    #: For a new module-level target: the name of nova's module it is
+    #: exported after, beside its kin (default: the end of the module,
+    #: where two fixes' additions would be each other's context).
+    after: str = ''
 
     @property
     def module(self):
@@ -217,21 +221,44 @@ class NovaTest:
 
 @dataclasses.dataclass(frozen=True)
 class Change:
-    """One upstream change of a fix whose patch is split: the files of
-    the fix's patch it carries (nova's reviewers take one concern per
-    change, and a packager may take one change and what it requires).
+    """One upstream change of a fix whose patch is split (nova's reviewers
+    take one concern per change, and a packager may take one change and
+    what it requires): the parts of the fix it carries.
 
-    Every file of the fix's patch falls in exactly one of its changes;
-    each change requires the fix's changes before it.
+    Every target, options module, test edit, nova-side test and note of
+    the fix is carried by exactly one of its changes. The exporter makes
+    each change's patch on top of the changes before it in the series
+    (see nova_fixes.fixes.ORDER), so a function the fix replaces is in
+    the change that carries its target, as the drop-in has it.
     """
     #: File name of its patch, without the number; also the seed of its
     #: Change-Id (see nova_fixes.export.patch.change_id).
     slug: str
     subject: str
     body: str
-    #: fnmatch patterns of the paths (in nova's tree) it carries.
-    paths: tuple
     trailers: tuple = ()
+    #: Target.path of the targets it carries (every series' form).
+    targets: tuple = ()
+    #: Drop-in option modules (Patch.conf_modules) it adds to nova/conf.
+    conf_modules: tuple = ()
+    #: The test edit functions (Patch.test_edits) it carries.
+    test_edits: tuple = ()
+    #: NovaTest.path of the nova-side tests it adds or, if a recreate
+    #: change before it added them, flips to assert the fix.
+    nova_tests: tuple = ()
+    #: NovaTest.path of the nova-side tests it adds in their recreate
+    #: form: each block between "# recreate: begin" and "# recreate:
+    #: else" (the bug asserted under a FIXME) is kept and each block
+    #: between "# recreate: else" and "# recreate: end" (the fix
+    #: asserted) is left out; the later change carrying it in nova_tests
+    #: flips them. A recreate change carries its tests and nothing else.
+    recreates: tuple = ()
+    #: The fix's notes (Fix.notes) it adds.
+    notes: tuple = ()
+    #: Slugs of the changes it needs applied first besides what the
+    #: exporter finds (the new names its code uses, the context its hunks
+    #: need). None: every earlier change of its fix.
+    needs: tuple = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -26,7 +26,6 @@ import collections
 import datetime
 import difflib
 import email.utils
-import fnmatch
 import hashlib
 import os
 import re
@@ -279,52 +278,260 @@ def change_id(fix, slug):
     return 'I' + hashlib.sha1(seed.encode('utf-8')).hexdigest()
 
 
-def split(fix, changes):
-    """[(registry.Patch, [path])]: the fix's patch, or its changes (see
-    registry.Change), each with the paths of ``changes`` it carries.
+def parts_of(fix):
+    """[(registry.Patch, registry.Change or None)]: the fix's one patch,
+    or its changes, each as the Patch it is exported as. Refuses a split
+    that leaves a part of the fix in no change, or puts one in two.
     """
     plan = fix.patch
     if not plan.changes:
-        return [(plan, sorted(changes))]
-    out = []
-    taken = {}
+        return [(plan, None)]
+    kinds = (
+        ('target', 'targets', [t.path for t in fix.targets]),
+        ('options module', 'conf_modules', list(plan.conf_modules)),
+        ('test edit', 'test_edits', [e.__name__ for e in plan.test_edits]),
+        ('nova-side test', 'nova_tests', [t.path for t in fix.nova_tests]),
+        ('note', 'notes', list(fix.notes)),
+    )
+    for kind, field, known in kinds:
+        taken = {}
+        for change in plan.changes:
+            for item in getattr(change, field):
+                if item not in known:
+                    raise errors.ExportError(
+                        '%s: its change %s carries the %s %s, which is not '
+                        'the fix\'s' % (fix.name, change.slug, kind, item))
+                if item in taken:
+                    raise errors.ExportError(
+                        '%s: the %s %s is in two of its changes, %s and %s'
+                        % (fix.name, kind, item, taken[item], change.slug))
+                taken[item] = change.slug
+        left = [item for item in dict.fromkeys(known) if item not in taken]
+        if left:
+            raise errors.ExportError('%s: no change of it carries the %s %s'
+                                     % (fix.name, kind, ', '.join(left)))
+    carriers = {}
     for change in plan.changes:
-        paths = sorted(path for path in changes
-                       if any(fnmatch.fnmatchcase(path, pattern)
-                              for pattern in change.paths))
-        for path in paths:
-            if path in taken:
+        for path in change.nova_tests:
+            carriers[path] = change
+    for k, change in enumerate(plan.changes):
+        if change.recreates and (change.targets or change.conf_modules or
+                                 change.test_edits or change.nova_tests or
+                                 change.notes):
+            raise errors.ExportError(
+                '%s: its recreate change %s carries more than the tests '
+                'recreating the bug' % (fix.name, change.slug))
+        for path in change.recreates:
+            later = carriers.get(path)
+            if later is None or plan.changes.index(later) <= k:
                 raise errors.ExportError(
-                    '%s: %s is in two of its changes, %s and %s'
-                    % (fix.name, path, taken[path], change.slug))
-            taken[path] = change.slug
-        if not paths:
-            raise errors.ExportError('%s: its change %s carries no file'
-                                     % (fix.name, change.slug))
-        out.append((registry.Patch(
-            slug=change.slug, subject=change.subject, body=change.body,
-            trailers=change.trailers, forwarded=plan.forwarded), paths))
-    left = sorted(set(changes) - set(taken))
-    if left:
-        raise errors.ExportError('%s: no change of it carries %s'
-                                 % (fix.name, ', '.join(left)))
-    return out
+                    '%s: its change %s recreates the bug with %s, which no '
+                    'later change of it flips' % (fix.name, change.slug,
+                                                  path))
+    return [(registry.Patch(
+        slug=change.slug, subject=change.subject, body=change.body,
+        trailers=change.trailers, forwarded=plan.forwarded), change)
+        for change in plan.changes]
 
 
-def _requires(parts):
-    """For each part (fix, plan, paths), the indexes of the parts before
-    it that it needs: the earlier changes of its own fix, every earlier
-    part that changes one of its files (its context may come from it),
-    and what those need in turn.
+def series_order(records):
+    """[(fix, registry.Patch, registry.Change or None)]: the patches of a
+    series made from the records of ``records``, in order: the changes
+    fixes.FIRST names, then each fix's others in the order of
+    fixes.FIXES. Each fix's changes keep their own order.
     """
+    selected = [fix for fix in fixes.FIXES if records in fix.series]
+    parts = [(fix, plan, change) for fix in selected
+             for plan, change in parts_of(fix)]
+    first = []
+    for name, slug in fixes.FIRST:
+        match = [k for k, (fix, plan, _c) in enumerate(parts)
+                 if fix.name == name and plan.slug == slug]
+        if not match:
+            raise errors.ExportError('fixes.FIRST names %s of %s, which is '
+                                     'not one of its changes' % (slug, name))
+        first.append(match[0])
+    order = [parts[k] for k in first] + [
+        part for k, part in enumerate(parts) if k not in first]
+    for fix in selected:
+        own = [plan.slug for f, plan, _c in order if f is fix]
+        if own != [plan.slug for plan, _c in parts_of(fix)]:
+            raise errors.ExportError(
+                'fixes.FIRST puts the changes of %s out of their order: %s'
+                % (fix.name, ', '.join(own)))
+    return order
+
+
+_RECREATE_MARK = re.compile(r'^[ \t]*# recreate: (begin|else|end)\n?$')
+
+
+def recreate_form(text, recreate, name):
+    """A nova-side test's text as its recreate change adds it (the blocks
+    asserting the bug under a FIXME) or as its fix leaves it (the blocks
+    asserting the fix); the marker lines go. See registry.Change.
+    """
+    out = []
+    state = None
+    found = False
+    for number, line in enumerate(text.splitlines(True), 1):
+        match = _RECREATE_MARK.match(line)
+        if match:
+            word = match.group(1)
+            if state != {'begin': None, 'else': 'begin',
+                         'end': 'else'}[word]:
+                raise errors.ExportError('%s, line %d: "# recreate: %s" '
+                                         'out of place' % (name, number, word))
+            state = None if word == 'end' else word
+            found = True
+            continue
+        if state is None or (state == 'begin') == recreate:
+            out.append(line)
+    if state is not None:
+        raise errors.ExportError('%s: a "# recreate: %s" block is not '
+                                 'closed' % (name, state))
+    if recreate and not found:
+        raise errors.ExportError('%s has no "# recreate:" block to assert '
+                                 'the bug with' % name)
+    if recreate and 'FIXME' not in ''.join(out):
+        raise errors.ExportError('%s: its recreate form has no FIXME' % name)
+    return ''.join(out)
+
+
+class _Part(object):
+    """One patch of a series while it is built."""
+
+    def __init__(self, fix, plan, change, changes, before, uses, adds):
+        self.fix = fix
+        self.plan = plan
+        self.change = change
+        self.changes = changes  # {path: new text}
+        self.before = before    # {path: old text or None}
+        self.uses = uses        # module:attribute its code uses
+        self.adds = adds        # Target.path of the new targets it adds
+
+    def diff(self):
+        return ''.join(_file_diff(path, self.before[path], self.changes[path])
+                       for path in sorted(self.changes))
+
+
+def _export_part(fix, plan, change, files, records):
+    """The _Part of one change of a fix (or its whole patch: change None)
+    made on ``files``, the tree with the parts before it.
+    """
+    def carried(items, field, key=lambda item: item):
+        if change is None:
+            return list(items)
+        return [i for i in items if key(i) in getattr(change, field)]
+
+    changes = {}
+    view = collections.ChainMap(changes, files)
+    uses = set()
+    targets = carried(registry.targets_of(fix, records), 'targets',
+                      lambda t: t.path)
+    if targets:
+        changes.update(source.export_fix_code(
+            fix, view, records, only={t.path for t in targets}, uses=uses))
+    for module in carried(fix.patch.conf_modules, 'conf_modules'):
+        changes.update(source.export_conf_module(module, view))
+    for edit in carried(fix.patch.test_edits, 'test_edits',
+                        lambda e: e.__name__):
+        changes.update(edit(view))
+    recreates = [] if change is None else [
+        t for t in fix.nova_tests if t.path in change.recreates]
+    added = [(test.path, os.path.join(NOVA_SIDE_TESTS, test.source), False)
+             for test in carried(fix.nova_tests, 'nova_tests',
+                                 lambda t: t.path)]
+    added += [(test.path, os.path.join(NOVA_SIDE_TESTS, test.source), True)
+              for test in recreates]
+    added += [('releasenotes/notes/%s' % note,
+               os.path.join(RELEASENOTES, note), None)
+              for note in carried(fix.notes, 'notes')]
+    for path, origin, recreate in added:
+        with open(origin, encoding='utf-8') as f:
+            text = f.read()
+        if recreate is not None:
+            if path in files and (recreate or files[path] != recreate_form(
+                    text, True, origin)):
+                raise errors.ExportError('the nova tree already has %s'
+                                         % path)
+            text = recreate_form(text, recreate, origin)
+        elif path in files:
+            raise errors.ExportError('the nova tree already has %s' % path)
+        changes[path] = text
+    if not changes:
+        raise errors.ExportError('%s: its change %s changes nothing'
+                                 % (fix.name, plan.slug))
+    before = {path: (files[path] if path in files else None)
+              for path in changes}
+    return _Part(fix, plan, change, changes, before, uses,
+                 {t.path for t in targets if t.new})
+
+
+def _requires(parts, tree):
+    """For each part, the indexes of the parts before it that it needs:
+
+    * what its change declares (registry.Change.needs; by default every
+      earlier change of its fix);
+    * the part adding a new name its code uses (a change using a name a
+      later change adds is refused);
+    * what those need in turn;
+    * and, while it does not apply on nova's tree with only those, the
+      latest earlier part changing one of the files involved (its context
+      comes from it), with what that one needs.
+
+    Each part is applied with what it needs, in order, to ``tree``.
+    """
+    slugs = {part.plan.slug: k for k, part in enumerate(parts)}
+    adder = {}
+    for k, part in enumerate(parts):
+        for path in part.adds:
+            adder.setdefault(path, k)
+    new = {t.path for part in parts for t in part.fix.targets if t.new}
+    diffs = [part.diff() for part in parts]
     needs = []
-    for k, (fix, _plan, paths) in enumerate(parts):
-        direct = set(j for j in range(k)
-                     if parts[j][0] is fix or set(parts[j][2]) & set(paths))
-        closure = set(direct)
+    for k, part in enumerate(parts):
+        direct = set()
+        declared = part.change.needs if part.change is not None else None
+        if declared is None:
+            direct.update(j for j in range(k) if parts[j].fix is part.fix)
+        else:
+            for slug in declared:
+                if slugs.get(slug, k) >= k:
+                    raise errors.ExportError(
+                        '%s needs %s, which is not a change before it'
+                        % (part.plan.slug, slug))
+                direct.add(slugs[slug])
+        for name in sorted(part.uses & new):
+            j = adder.get(name)
+            if j is None or j > k:
+                raise errors.ExportError(
+                    '%s uses %s, which no change before it adds'
+                    % (part.plan.slug, name))
+            if j != k:
+                direct.add(j)
+        wanted = set(direct)
         for j in direct:
-            closure.update(needs[j])
-        needs.append(sorted(closure))
+            wanted.update(needs[j])
+        while True:
+            try:
+                state = {}
+                files = Files(tree)
+                for j in sorted(wanted) + [k]:
+                    view = collections.ChainMap(state, files)
+                    state.update(apply_to(view, parts[j].plan.slug,
+                                          diffs[j]))
+                break
+            except errors.PatchDoesNotApply:
+                paths = set(part.changes)
+                for j in wanted:
+                    paths.update(parts[j].changes)
+                more = [j for j in range(k) if j not in wanted and
+                        paths & set(parts[j].changes)]
+                if not more:
+                    raise
+                wanted.add(more[-1])
+                wanted.update(needs[more[-1]])
+        needs.append(sorted(wanted))
     return needs
 
 
@@ -358,43 +565,20 @@ def build(series, tree):
     else:
         check_tree_series(tree, series)
     files = Files(tree)
-    selected = [fix for fix in fixes.FIXES if records in fix.series]
     parts = []
-    for fix in selected:
-        changes = {}
-        view = collections.ChainMap(changes, files)
-        changes.update(source.export_fix_code(fix, view, records))
-        for module in fix.patch.conf_modules:
-            changes.update(source.export_conf_module(module, view))
-        for edit in fix.patch.test_edits:
-            changes.update(edit(view))
-        added = [(test.path, os.path.join(NOVA_SIDE_TESTS, test.source))
-                 for test in fix.nova_tests]
-        added += [('releasenotes/notes/%s' % note,
-                   os.path.join(RELEASENOTES, note)) for note in fix.notes]
-        for path, origin in added:
-            if path in files:
-                raise errors.ExportError('the nova tree already has %s'
-                                         % path)
-            with open(origin, encoding='utf-8') as f:
-                changes[path] = f.read()
-        before = {path: (files[path] if path in files else None)
-                  for path in changes}
-        date = fix_date(fix)
-        for plan, paths in split(fix, changes):
-            parts.append((fix, plan, paths,
-                          {p: changes[p] for p in paths},
-                          {p: before[p] for p in paths}, date))
-        files.update(changes)
-    needs = _requires([(fix, plan, paths)
-                       for fix, plan, paths, _c, _b, _d in parts])
-    names = ['%04d-%s.patch' % (n, part[1].slug)
+    for fix, plan, change in series_order(records):
+        part = _export_part(fix, plan, change, files, records)
+        parts.append(part)
+        files.update(part.changes)
+    needs = _requires(parts, tree)
+    names = ['%04d-%s.patch' % (n, part.plan.slug)
              for n, part in enumerate(parts, 1)]
-    return [Patch(n, len(parts), plan, new, old, date,
-                  change_id(fix, plan.slug),
+    dates = {}
+    return [Patch(n, len(parts), part.plan, part.changes, part.before,
+                  dates.setdefault(part.fix.name, fix_date(part.fix)),
+                  change_id(part.fix, part.plan.slug),
                   [names[j] for j in needs[n - 1]])
-            for n, (fix, plan, _paths, new, old, date)
-            in enumerate(parts, 1)]
+            for n, part in enumerate(parts, 1)]
 
 
 def patches_dir(series, root=None, name=None):

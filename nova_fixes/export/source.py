@@ -206,6 +206,10 @@ class ModuleEdit(object):
         # drop-in module anew, so a helper is known by the module's name.
         self.helpers = []
         self.classes = []  # the classes of nova's module that are changed
+        #: module:attribute of every name of nova the exported code uses
+        #: through a module or self (see names_used).
+        self.uses = set()
+        self._owner = None
 
     @property
     def tree(self):
@@ -222,6 +226,7 @@ class ModuleEdit(object):
 
     def _uses(self, dropin, node):
         """Import or queue what the node's code uses from its module."""
+        self.uses.update(names_used(dropin, node, self.name, self._owner))
         nova_bound = _imports(self.tree)
         for name in dict.fromkeys(n.id for n in ast.walk(node)
                                   if isinstance(n, ast.Name)):
@@ -298,13 +303,23 @@ class ModuleEdit(object):
         code = decorator + dropin.code(node)
         if owner is not None:
             code = textwrap.indent(code, '    ')
+        self._owner = owner_name or None
         self._uses(dropin, node)
+        self._owner = None
         existing = self.find(target.attribute)
         if target.new:
             if existing is not None:
                 raise errors.ExportError(
                     '%s already defines %s' % (self.name, target.attribute))
-            if owner is None:
+            if owner is None and target.after:
+                kin = self.find(target.after)
+                if kin is None:
+                    raise errors.ExportError(
+                        '%s defines no %s to put %s after'
+                        % (self.name, target.after, target.attribute))
+                self.replace_lines(kin.end_lineno + 1, kin.end_lineno,
+                                   '\n\n' + code)
+            elif owner is None:
                 self.text = self.text.rstrip('\n') + '\n\n\n' + code
             else:
                 end = self.find(owner_name).end_lineno
@@ -387,12 +402,36 @@ class ModuleEdit(object):
             self.text = self.text.rstrip('\n') + '\n\n\n' + block
 
 
-def export_fix_code(fix, files, series):
+def names_used(dropin, node, module, owner=None):
+    """module:attribute of the names a drop-in's code uses that could be
+    another target's: a bare name (this module's), an attribute of an
+    imported module, and an attribute of self (``owner``'s).
+    """
+    out = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name) and n.id not in dropin.bound:
+            out.add('%s:%s' % (module, n.id))
+        elif isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name):
+            if n.value.id == 'self' and owner:
+                out.add('%s:%s.%s' % (module, owner, n.attr))
+            elif n.value.id in dropin.bound:
+                out.add('%s:%s' % (_dotted(dropin.bound[n.value.id]),
+                                   n.attr))
+    return out
+
+
+def export_fix_code(fix, files, series, only=None, uses=None):
     """Place the code of fix's drop-ins for a series in files
     ({path: text}). Returns {path: new text} for every file changed.
+
+    ``only``: the Target.path of the targets to place (one change of the
+    fix; default all). ``uses``: a set that gains what the placed code
+    uses (see names_used).
     """
     edits = {}
     for target in registry.targets_of(fix, series):
+        if only is not None and target.path not in only:
+            continue
         path = nova_path(target.module)
         if path not in edits:
             if path not in files:
@@ -402,6 +441,8 @@ def export_fix_code(fix, files, series):
     changed = {}
     for path, edit in edits.items():
         edit.add_helpers()
+        if uses is not None:
+            uses.update(edit.uses)
         compile(edit.text, path, 'exec')
         _check_line_length(path, files[path], edit.text)
         changed[path] = edit.text

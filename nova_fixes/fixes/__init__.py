@@ -13,7 +13,7 @@
 """The fixes, one module per fix, named after it (bug_<id>.py, or the
 fix's name when it has no bug): each holds the fix's record (FIX) with
 everything about it. FIXES is their order, which is the order of the
-patches of every series.
+patches of every series but for the changes FIRST brings forward.
 """
 
 from nova_fixes import errors
@@ -29,6 +29,12 @@ FIXES = (
     bug_1848343.FIX,
     orphans.FIX,
 )
+
+#: Changes (fix name, change slug) that come first in every series, in
+#: this order, before the fixes' other patches; each fix's changes keep
+#: their own order (a change that needs no other, which nova's reviewers
+#: can merge first and a packager can take alone).
+FIRST = ()
 
 FIXES_BY_BUG = {str(fix.bug): fix for fix in FIXES}
 

@@ -738,7 +738,8 @@ FIX = registry.Fix(
     targets=(
         registry.Target('nova.exception:AllocationMoveTargetNotFound',
                         'nova_fixes.nova.exception:'
-                        'AllocationMoveTargetNotFound', new=True),
+                        'AllocationMoveTargetNotFound', new=True,
+                        after='AllocationMoveFailed'),
         registry.Target('nova.compute.utils:is_instance_deleted',
                         'nova_fixes.nova.compute.utils:is_instance_deleted',
                         new=True),

@@ -148,7 +148,7 @@ FIX = registry.Fix(
         registry.Target('nova.exception:PlacementUnavailableForDelete',
                         'nova_fixes.nova.exception:'
                         'PlacementUnavailableForDelete', new=True,
-                        services=('api',)),
+                        services=('api',), after='AllocationDeleteFailed'),
         registry.Target('nova.conductor.manager:'
                         'ComputeTaskManager._cleanup_build_artifacts',
                         'nova_fixes.nova.conductor.manager:'

@@ -125,18 +125,21 @@ FIX = registry.Fix(
                 slug='Add-the-orphan_instances-configuration-options',
                 subject='Add the [orphan_instances] configuration options',
                 body=OPTIONS_MESSAGE,
-                paths=('nova/conf/__init__.py',
-                       'nova/conf/orphan_instances.py')),
+                conf_modules=('nova_fixes.nova.conf.orphan_instances',)),
             registry.Change(
                 slug='Add-a-periodic-task-for-orphan-instances',
                 subject='Add a periodic task for orphan instances',
                 body=COMMIT_MESSAGE,
-                paths=('nova/compute/*', 'nova/tests/*')),
+                targets=('nova.compute.manager:ComputeManager.'
+                         '_cleanup_orphan_instances',),
+                nova_tests=('nova/tests/functional/compute/'
+                            'test_orphan_instances.py',)),
             registry.Change(
                 slug='Add-a-release-note-for-the-orphan-instances-task',
                 subject='Add a release note for the orphan instances task',
                 body=NOTE_MESSAGE,
-                paths=('releasenotes/notes/*',)),
+                notes=('orphan-instances-periodic-task-'
+                       '8d41c6f0a97e2b35.yaml',)),
         ),
     ),
 )

@@ -268,6 +268,39 @@ class ExportSourceTestCase(testtools.TestCase):
             'def brand_new(context):\n    """Something new.\n    """\n'
             '    return LOG\n'))
 
+    def test_new_function_after_its_kin(self):
+        text = self._export(registry.Target(
+            'nova.fake:brand_new', 'nova_fixes.fake:brand_new', new=True,
+            after='helper_of_nova'))
+        self.assertIn('def helper_of_nova():\n    return 1\n\n\n'
+                      'def brand_new(context):', text)
+        self.assertIn('    return LOG\n\n\ndef revert(', text)
+        compile(text, 'fake.py', 'exec')
+        e = self.assertRaises(errors.ExportError, self._export,
+                              registry.Target('nova.fake:brand_new',
+                                              'nova_fixes.fake:brand_new',
+                                              new=True, after='Nothing'))
+        self.assertIn('defines no Nothing to put brand_new after', str(e))
+
+    def test_one_change_of_a_fix_and_what_its_code_uses(self):
+        move = registry.Target('nova.fake:Client.move',
+                               'nova_fixes.fake:move',
+                               original_as='_move_anywhere')
+        new = registry.Target('nova.fake:brand_new',
+                              'nova_fixes.fake:brand_new', new=True)
+        uses = set()
+        text = source.export_fix_code(_fix(move, new), self.files, '2026.2',
+                                      only={new.path}, uses=uses)[
+                                          'nova/fake.py']
+        self.assertIn('def brand_new(context)', text)
+        self.assertNotIn('_move_anywhere', text)
+        self.assertIn('nova.fake:LOG', uses)
+        uses = set()
+        source.export_fix_code(_fix(move, new), self.files, '2026.2',
+                               only={move.path}, uses=uses)
+        # self.<name> in a method of Client.
+        self.assertIn('nova.fake:Client._move_anywhere', uses)
+
     def test_new_function_using_another_new_target(self):
         # A target the fix adds is not a helper to add a second time.
         with open(self.dropins.path, 'a') as f:
@@ -562,70 +595,100 @@ class CheckStaleSetTestCase(testtools.TestCase):
                       str(error))
 
 
-class _Fix(object):
-    """The parts of registry.Fix that split() and _requires() read."""
+class _Target(object):
 
-    def __init__(self, name, plan):
+    def __init__(self, path, new=False):
+        self.path = path
+        self.new = new
+
+
+def _edit_a(files):
+    return {}
+
+
+def _edit_b(files):
+    return {}
+
+
+class _Fix(object):
+    """The parts of registry.Fix that parts_of() and _requires() read."""
+
+    def __init__(self, name, plan, targets=(), notes=(), nova_tests=()):
         self.name = name
         self.patch = plan
+        self.targets = targets
+        self.notes = notes
+        self.nova_tests = nova_tests
 
 
 SPLIT_PLAN = registry.Patch(
     slug='Feature', subject='Feature', body='All of it.', forwarded='no',
+    conf_modules=('nova_fixes.nova.conf.feature',),
+    test_edits=(_edit_a, _edit_b),
     changes=(
         registry.Change(slug='Options', subject='Add options',
-                        body='Options.', paths=('nova/conf/*',)),
+                        body='Options.',
+                        conf_modules=('nova_fixes.nova.conf.feature',)),
         registry.Change(slug='Task', subject='Add the task', body='Task.',
-                        paths=('nova/compute/*', 'nova/tests/*')),
+                        targets=('nova.compute.manager:M.task',
+                                 'nova.compute.utils:helper'),
+                        test_edits=('_edit_a', '_edit_b')),
         registry.Change(slug='Note', subject='Add a note', body='Note.',
-                        paths=('releasenotes/notes/*',)),
+                        notes=('n.yaml',)),
     ))
 
+SPLIT_TARGETS = (_Target('nova.compute.manager:M.task', new=True),
+                 _Target('nova.compute.utils:helper'),
+                 # The same target's form for another series.
+                 _Target('nova.compute.utils:helper'))
 
-class SplitTestCase(testtools.TestCase):
 
-    changes = {'nova/conf/__init__.py': '', 'nova/conf/feature.py': '',
-               'nova/compute/manager.py': '', 'nova/tests/t.py': '',
-               'releasenotes/notes/n.yaml': ''}
+class PartsTestCase(testtools.TestCase):
+
+    def fix(self, plan=SPLIT_PLAN, targets=SPLIT_TARGETS, notes=('n.yaml',)):
+        return _Fix('feature', plan, targets, notes)
 
     def test_one_patch_without_changes(self):
-        fix = _Fix('bug_1', PLAN)
-        self.assertEqual([(PLAN, sorted(self.changes))],
-                         patch.split(fix, self.changes))
+        self.assertEqual([(PLAN, None)], patch.parts_of(_Fix('bug_1', PLAN)))
 
-    def test_each_file_in_its_change(self):
-        parts = patch.split(_Fix('feature', SPLIT_PLAN), self.changes)
-        self.assertEqual(
-            [('Options', ['nova/conf/__init__.py', 'nova/conf/feature.py']),
-             ('Task', ['nova/compute/manager.py', 'nova/tests/t.py']),
-             ('Note', ['releasenotes/notes/n.yaml'])],
-            [(plan.slug, paths) for plan, paths in parts])
+    def test_each_part_in_its_change(self):
+        parts = patch.parts_of(self.fix())
+        self.assertEqual(['Options', 'Task', 'Note'],
+                         [plan.slug for plan, _change in parts])
         self.assertEqual('Add the task', parts[1][0].subject)
         self.assertEqual('no', parts[1][0].forwarded)
+        self.assertIs(SPLIT_PLAN.changes[1], parts[1][1])
 
-    def test_a_file_no_change_carries_is_refused(self):
-        changes = dict(self.changes, **{'doc/x.rst': ''})
-        e = self.assertRaises(errors.ExportError, patch.split,
-                              _Fix('feature', SPLIT_PLAN), changes)
-        self.assertIn('feature: no change of it carries doc/x.rst', str(e))
+    def test_a_part_no_change_carries_is_refused(self):
+        e = self.assertRaises(errors.ExportError, patch.parts_of,
+                              self.fix(notes=('n.yaml', 'm.yaml')))
+        self.assertIn('feature: no change of it carries the note m.yaml',
+                      str(e))
+        e = self.assertRaises(
+            errors.ExportError, patch.parts_of,
+            self.fix(targets=SPLIT_TARGETS + (_Target('nova.x:y'),)))
+        self.assertIn('no change of it carries the target nova.x:y',
+                      str(e))
 
-    def test_a_file_in_two_changes_is_refused(self):
+    def test_a_part_in_two_changes_is_refused(self):
         plan = registry.Patch(slug='F', subject='F', body='F', changes=(
             registry.Change(slug='A', subject='A', body='A',
-                            paths=('nova/*',)),
+                            notes=('n.yaml',)),
             registry.Change(slug='B', subject='B', body='B',
-                            paths=('nova/compute/*',))))
-        e = self.assertRaises(errors.ExportError, patch.split,
-                              _Fix('feature', plan),
-                              {'nova/compute/manager.py': ''})
-        self.assertIn('nova/compute/manager.py is in two of its changes, '
-                      'A and B', str(e))
+                            notes=('n.yaml',))))
+        e = self.assertRaises(errors.ExportError, patch.parts_of,
+                              self.fix(plan=plan, targets=()))
+        self.assertIn('the note n.yaml is in two of its changes, A and B',
+                      str(e))
 
-    def test_a_change_with_no_file_is_refused(self):
-        e = self.assertRaises(errors.ExportError, patch.split,
-                              _Fix('feature', SPLIT_PLAN),
-                              {'nova/conf/feature.py': ''})
-        self.assertIn('its change Task carries no file', str(e))
+    def test_a_part_of_another_fix_is_refused(self):
+        plan = registry.Patch(slug='F', subject='F', body='F', changes=(
+            registry.Change(slug='A', subject='A', body='A',
+                            notes=('n.yaml', 'other.yaml')),))
+        e = self.assertRaises(errors.ExportError, patch.parts_of,
+                              self.fix(plan=plan, targets=()))
+        self.assertIn("its change A carries the note other.yaml, which is "
+                      "not the fix's", str(e))
 
     def test_change_ids_are_stable_and_distinct(self):
         one = patch.change_id(_Fix('feature', SPLIT_PLAN), 'Task')
@@ -637,17 +700,166 @@ class SplitTestCase(testtools.TestCase):
         self.assertNotEqual(one, patch.change_id(_Fix('other', PLAN),
                                                  'Task'))
 
-    def test_requires(self):
-        a, b = _Fix('a', PLAN), _Fix('b', SPLIT_PLAN)
-        parts = [(a, None, ['nova/compute/api.py']),
-                 (b, None, ['nova/conf/x.py']),
-                 (b, None, ['nova/compute/manager.py']),
-                 (b, None, ['nova/compute/api.py', 'nova/tests/t.py']),
-                 (_Fix('c', PLAN), None, ['nova/other.py'])]
-        # b's second change: its fix's first; its third: its fix's
-        # earlier ones and a's (the same file), nothing for c.
-        self.assertEqual([[], [], [1], [0, 1, 2], []],
-                         patch._requires(parts))
+
+RECREATE_TEXT = """\
+def test_it(self):
+    left = self.allocations()
+    # recreate: begin
+    # FIXME: This is bug 1. The claim is left.
+    self.assertEqual(1, len(left))
+    # recreate: else
+    self.assertEqual({}, left)
+    # recreate: end
+    self.delete()
+"""
+
+
+class RecreateFormTestCase(testtools.TestCase):
+
+    def test_recreate_form_asserts_the_bug(self):
+        self.assertEqual(
+            'def test_it(self):\n    left = self.allocations()\n'
+            '    # FIXME: This is bug 1. The claim is left.\n'
+            '    self.assertEqual(1, len(left))\n    self.delete()\n',
+            patch.recreate_form(RECREATE_TEXT, True, 't.py'))
+
+    def test_fixed_form_asserts_the_fix(self):
+        self.assertEqual(
+            'def test_it(self):\n    left = self.allocations()\n'
+            '    self.assertEqual({}, left)\n    self.delete()\n',
+            patch.recreate_form(RECREATE_TEXT, False, 't.py'))
+
+    def test_a_test_without_blocks(self):
+        text = 'def test_it(self):\n    pass\n'
+        self.assertEqual(text, patch.recreate_form(text, False, 't.py'))
+        e = self.assertRaises(errors.ExportError, patch.recreate_form,
+                              text, True, 't.py')
+        self.assertIn('t.py has no "# recreate:" block', str(e))
+
+    def test_blocks_out_of_place_are_refused(self):
+        for text, problem in (
+                (RECREATE_TEXT.replace('    # recreate: else\n', ''),
+                 '"# recreate: end" out of place'),
+                (RECREATE_TEXT.replace('    # recreate: end\n', ''),
+                 'a "# recreate: else" block is not closed'),
+                (RECREATE_TEXT.replace('# recreate: begin', '# recreate: '
+                                       'else'),
+                 'line 3: "# recreate: else" out of place')):
+            e = self.assertRaises(errors.ExportError, patch.recreate_form,
+                                  text, False, 't.py')
+            self.assertIn(problem, str(e))
+
+    def test_a_recreate_form_needs_a_fixme(self):
+        e = self.assertRaises(errors.ExportError, patch.recreate_form,
+                              RECREATE_TEXT.replace('FIXME', 'NOTE'), True,
+                              't.py')
+        self.assertIn('t.py: its recreate form has no FIXME', str(e))
+
+    def _fix(self, *changes):
+        test = registry.NovaTest('nova/tests/functional/regressions/'
+                                 'test_bug_1.py', 'test_bug_1.py', ())
+        return _Fix('bug_1', registry.Patch(slug='F', subject='F', body='F',
+                                            changes=changes),
+                    nova_tests=(test,))
+
+    def test_a_recreate_change_is_flipped_by_a_later_one(self):
+        path = 'nova/tests/functional/regressions/test_bug_1.py'
+        recreate = registry.Change(slug='Recreate', subject='R', body='R',
+                                   recreates=(path,))
+        fix = registry.Change(slug='Fix', subject='F', body='F',
+                              nova_tests=(path,))
+        self.assertEqual(['Recreate', 'Fix'], [
+            plan.slug for plan, _c in patch.parts_of(self._fix(recreate,
+                                                               fix))])
+        e = self.assertRaises(errors.ExportError, patch.parts_of,
+                              self._fix(fix, recreate))
+        self.assertIn('its change Recreate recreates the bug with %s, which '
+                      'no later change of it flips' % path, str(e))
+        mixed = registry.Change(slug='Recreate', subject='R', body='R',
+                                recreates=(path,), notes=('n.yaml',))
+        e = self.assertRaises(errors.ExportError, patch.parts_of,
+                              _Fix('bug_1', registry.Patch(
+                                  slug='F', subject='F', body='F',
+                                  changes=(mixed, fix)),
+                                  notes=('n.yaml',),
+                                  nova_tests=self._fix().nova_tests))
+        self.assertIn('its recreate change Recreate carries more than the '
+                      'tests', str(e))
+
+
+def _part(fix, slug, before, after, change=None, uses=(), adds=(),
+          path='nova/compute/api.py'):
+    plan = registry.Patch(slug=slug, subject=slug, body=slug)
+    return patch._Part(fix, plan, change, {path: after}, {path: before},
+                       set(uses), set(adds))
+
+
+class RequiresOfPartsTestCase(testtools.TestCase):
+    """_requires(): what each patch needs, found on a nova tree."""
+
+    def setUp(self):
+        super().setUp()
+        self.tree = self.useFixture(fixtures.TempDir()).path
+        _nova_tree(self.tree)
+        self.a = _Fix('a', PLAN)
+        self.b = _Fix('b', PLAN, targets=(_Target('nova.compute.api:new',
+                                                  new=True),))
+
+    def test_context_and_own_fix(self):
+        parts = [
+            _part(self.a, 'A', 'a\nb\nc\nd\ne\nf\ng\n',
+                  'a\nb\nc\nD\ne\nf\ng\n'),
+            # Its context is A's line.
+            _part(self.b, 'B1', 'a\nb\nc\nD\ne\nf\ng\n',
+                  'a\nb\nc\nD\nE\nf\ng\n'),
+            # Another file: its fix's first change, and what that needs.
+            _part(self.b, 'B2', '', 'x\n', path='nova/compute/manager.py'),
+            # Declares it needs nothing, but its context is B2's line.
+            _part(self.a, 'A2', 'x\n', 'x\ny\n',
+                  path='nova/compute/manager.py',
+                  change=registry.Change(slug='A2', subject='A2', body='',
+                                         needs=())),
+            # Declares it needs nothing, and adds a file of its own.
+            _part(self.a, 'A3', None, 'z\n', path='nova/compute/other.py',
+                  change=registry.Change(slug='A3', subject='A3', body='',
+                                         needs=())),
+        ]
+        self.assertEqual([[], [0], [0, 1], [0, 1, 2], []],
+                         patch._requires(parts, self.tree))
+
+    def test_a_new_name_used_needs_its_change(self):
+        parts = [
+            _part(self.b, 'Adds', '', 'x\n', path='nova/compute/manager.py',
+                  adds=('nova.compute.api:new',)),
+            _part(self.a, 'Uses', 'a\nb\nc\nd\ne\nf\ng\n',
+                  'a\nb\nc\nd\ne\nf\nG\n',
+                  uses=('nova.compute.api:new', 'nova.compute.api:old')),
+        ]
+        self.assertEqual([[], [0]], patch._requires(parts, self.tree))
+
+    def test_a_name_added_later_is_refused(self):
+        parts = [
+            _part(self.a, 'Uses', 'a\nb\nc\nd\ne\nf\ng\n',
+                  'a\nb\nc\nd\ne\nf\nG\n',
+                  uses=('nova.compute.api:new',)),
+            _part(self.b, 'Adds', '', 'x\n', path='nova/compute/manager.py',
+                  adds=('nova.compute.api:new',)),
+        ]
+        e = self.assertRaises(errors.ExportError, patch._requires, parts,
+                              self.tree)
+        self.assertIn('Uses uses nova.compute.api:new, which no change '
+                      'before it adds', str(e))
+
+    def test_a_declared_need_after_it_is_refused(self):
+        parts = [_part(self.a, 'A', 'a\nb\nc\nd\ne\nf\ng\n',
+                       'a\nb\nc\nD\ne\nf\ng\n',
+                       change=registry.Change(slug='A', subject='A', body='',
+                                              needs=('B',))),
+                 _part(self.b, 'B', '', 'x\n',
+                       path='nova/compute/manager.py')]
+        e = self.assertRaises(errors.ExportError, patch._requires, parts,
+                              self.tree)
+        self.assertIn('A needs B, which is not a change before it', str(e))
 
 
 class RequiresTestCase(testtools.TestCase):
