@@ -32,9 +32,11 @@ FIXES = (
 
 #: Changes (fix name, change slug) that come first in every series, in
 #: this order, before the fixes' other patches; each fix's changes keep
-#: their own order (a change that needs no other, which nova's reviewers
-#: can merge first and a packager can take alone).
-FIRST = ()
+#: their own order. The revert paths of 1848343 need no other change: a
+#: packager takes that one alone, and nova's reviewers can merge it first.
+FIRST = (
+    ('bug_1848343', bug_1848343.REVERT_SLUG),
+)
 
 FIXES_BY_BUG = {str(fix.bug): fix for fix in FIXES}
 

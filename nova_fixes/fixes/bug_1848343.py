@@ -24,7 +24,7 @@ from nova_fixes import errors
 from nova_fixes.export import edits
 from nova_fixes import registry
 
-COMMIT_MESSAGE = """\
+REVERT_MESSAGE = """\
 When a cold migration, resize or live migration fails or is reverted,
 the allocations the migration consumer holds on the source node are
 moved back to the instance consumer. If the server was deleted during
@@ -42,12 +42,34 @@ AllocationMoveTargetNotFound is raised.
 
 The compute's _revert_allocation requires it: during a move the
 instance consumer holds the destination allocations, so it exists
-unless the server was deleted.
+unless the server was deleted. A scheduler claim that lands after the
+delete can create the instance consumer again, so once the allocations
+are written, _revert_allocation looks the instance up
+(compute_utils.delete_allocations_if_deleted, after the write and never
+before): a deleted instance, or one being deleted, loses what was
+written for it and its migration. Every delete path records DELETING or
+DELETED before it removes the allocations, so a delete either comes
+after the write and removes it, or is seen by the lookup.
 
-A server deleted in the middle of a move can leave allocations in more
-ways, and the fix owns the invariant rather than each call site: once a
-server is deleted, no allocation is left for its instance consumer or
-for any of its migrations.
+The conductor's rollback of a cold migration or a live migration
+(revert_allocation_for_migration) cannot use the generation: the
+conductor moved the instance's allocations to the migration consumer,
+so the instance consumer does not exist in placement, live server or
+not. It reverts as before, unless the migration holds nothing any more,
+then does the same lookup.
+
+nova's regression test for the bug asserted the leak under a FIXME; it
+now asserts that no allocation is left. The other ways a server deleted
+during its move leaks allocations are the next change's."""
+
+COMMIT_MESSAGE = """\
+Reverting a move no longer gives a deleted server its migration's
+allocations back (change "Do not revert allocations to a deleted
+server"). A server deleted in the middle
+of a move can leave allocations in more ways, and the fix owns the
+invariant rather than each call site: once a server is deleted, no
+allocation is left for its instance consumer or for any of its
+migrations.
 
 * Every delete path (the compute's _complete_deletion, the API's
   _local_delete) now also removes the allocations of the migrations of
@@ -75,25 +97,17 @@ for any of its migrations.
   hard-deletes: ConfirmResizeTask carries it to the target cell's
   migration, the one the delete reads.
 
-* Every step that writes allocations for a server during a move checks
-  afterwards, never before, whether the instance is deleted or being
-  deleted, and removes what it wrote if so
-  (compute_utils.delete_allocations_if_deleted): the conductor once the
-  scheduler has claimed a destination for a cold migration, resize or
-  live migration (a claim that lands after the delete creates the
-  instance consumer again, and neither a live migration nor a
-  cross-cell resize has a compute-side claim that would notice), the
-  conductor's rollback (one lookup after the move), the compute's
-  _revert_allocation (a scheduler claim that lands after the delete
-  creates the instance consumer again, so its existence does not prove
-  the server lives), and a rebuild or an unshelve that fails on a
-  deleted instance (an evacuation's or unshelve's claim that landed
-  after the API deleted the server). Every delete path records DELETING
-  or DELETED before it removes the allocations, so a delete either comes
-  after the write and removes it, or is seen by the check. The
-  conductor's rollback does not move allocations from a migration that
-  holds none (nova's move_allocations fails on a source consumer that
-  does not exist).
+* Every other step that writes allocations for a server during a move
+  checks afterwards, never before, as the revert paths now do, whether
+  the instance is deleted or being deleted, and removes what it wrote
+  if so (compute_utils.delete_allocations_if_deleted): the conductor
+  once the scheduler has claimed a destination for a cold migration,
+  resize or live migration (a claim that lands after the delete creates
+  the instance consumer again, and neither a live migration nor a
+  cross-cell resize has a compute-side claim that would notice), and a
+  rebuild or an unshelve that fails on a deleted instance (an
+  evacuation's or unshelve's claim that landed after the API deleted
+  the server).
 
 * A delete while the user's confirmation of a resize runs on the source
   is not failed by it: the API confirms the resize of a server it
@@ -195,8 +209,7 @@ placement cannot be reached:
   completed by the periodic task once placement answers. nova's own
   delete then finds nothing left (one more request).
 
-nova's regression test for the bug asserted the leak under a FIXME, and
-four tests of ConsumerGenerationConflictTest asserted that the
+Four tests of ConsumerGenerationConflictTest asserted that the
 migration's allocations outlive the deleted server; they now assert
 that no allocation is left."""
 
@@ -729,199 +742,232 @@ def confirm_task_tests_read_migrations(files):
     return edits.edit_python(files, path, edit)
 
 
+TARGETS = (
+    registry.Target('nova.exception:AllocationMoveTargetNotFound',
+                    'nova_fixes.nova.exception:'
+                    'AllocationMoveTargetNotFound', new=True,
+                    after='AllocationMoveFailed'),
+    registry.Target('nova.compute.utils:is_instance_deleted',
+                    'nova_fixes.nova.compute.utils:is_instance_deleted',
+                    new=True),
+    registry.Target('nova.scheduler.client.report:'
+                    'SchedulerReportClient._move_allocations_to_'
+                    'existing_consumer',
+                    'nova_fixes.nova.scheduler.client.report:'
+                    '_move_allocations_to_existing_consumer', new=True),
+    registry.Target('nova.scheduler.client.report:'
+                    'SchedulerReportClient.move_allocations',
+                    'nova_fixes.nova.scheduler.client.report:'
+                    'move_allocations',
+                    original_as='_move_allocations_to_any_consumer'),
+    registry.Target('nova.conductor.tasks.migrate:'
+                    'revert_allocation_for_migration',
+                    'nova_fixes.nova.conductor.tasks.migrate:'
+                    'revert_allocation_for_migration',
+                    original_as='_move_allocations_back_to_instance',
+                    services=('conductor',)),
+    registry.Target('nova.conductor.tasks.migrate:'
+                    'MigrationTask._schedule',
+                    'nova_fixes.nova.conductor.tasks.migrate:_schedule',
+                    original_as='_schedule_destination',
+                    services=('conductor',)),
+    registry.Target('nova.conductor.tasks.live_migrate:'
+                    'LiveMigrationTask._find_destination',
+                    'nova_fixes.nova.conductor.tasks.live_migrate:'
+                    '_find_destination',
+                    original_as='_find_and_claim_destination',
+                    services=('conductor',)),
+    registry.Target('nova.compute.manager:'
+                    'ComputeManager._revert_allocation',
+                    'nova_fixes.nova.compute.manager:_revert_allocation',
+                    services=('compute',)),
+    registry.Target('nova.compute.manager:'
+                    'ComputeManager._confirm_resize',
+                    'nova_fixes.nova.compute.manager:_confirm_resize',
+                    original_as='_confirm_resize_on_source',
+                    services=('compute',)),
+    registry.Target('nova.exception:InstanceDeletedDuringRevert',
+                    'nova_fixes.nova.exception:'
+                    'InstanceDeletedDuringRevert', new=True),
+    registry.Target('nova.exception:ConfirmNotAnsweredForDelete',
+                    'nova_fixes.nova.exception:'
+                    'ConfirmNotAnsweredForDelete', new=True),
+    registry.Target('nova.conductor.tasks.cross_cell_migrate:'
+                    'delete_instance_of_deleted_server',
+                    'nova_fixes.nova.conductor.tasks.cross_cell_migrate:'
+                    'delete_instance_of_deleted_server', new=True),
+    registry.Target('nova.conductor.tasks.cross_cell_migrate:'
+                    'FinishResizeAtDestTask._update_instance_mapping',
+                    'nova_fixes.nova.conductor.tasks.cross_cell_migrate:'
+                    'FinishResizeAtDestTask._update_instance_mapping',
+                    original_as='_swap_instance_mapping_to_target',
+                    services=('conductor',)),
+    registry.Target('nova.conductor.tasks.cross_cell_migrate:'
+                    'RevertResizeTask._update_instance_mapping',
+                    'nova_fixes.nova.conductor.tasks.cross_cell_migrate:'
+                    'RevertResizeTask._update_instance_mapping',
+                    original_as='_swap_instance_mapping_to_source',
+                    services=('conductor',)),
+    registry.Target('nova.conductor.tasks.cross_cell_migrate:'
+                    'RevertResizeTask._execute',
+                    'nova_fixes.nova.conductor.tasks.cross_cell_migrate:'
+                    'RevertResizeTask._execute',
+                    original_as='_revert_in_both_cells',
+                    services=('conductor',)),
+    registry.Target('nova.conductor.tasks.cross_cell_migrate:'
+                    'ConfirmResizeTask._execute',
+                    'nova_fixes.nova.conductor.tasks.cross_cell_migrate:'
+                    'ConfirmResizeTask._execute',
+                    original_as='_confirm_in_both_cells',
+                    services=('conductor',)),
+    registry.Target('nova.conductor.tasks.cross_cell_migrate:'
+                    'ConfirmResizeTask._cleanup_source_host',
+                    'nova_fixes.nova.conductor.tasks.cross_cell_migrate:'
+                    'ConfirmResizeTask._cleanup_source_host',
+                    original_as='_confirm_at_source',
+                    services=('conductor',)),
+    registry.Target('nova.conductor.tasks.cross_cell_migrate:'
+                    'ConfirmResizeTask._finish_confirm_in_target_cell',
+                    'nova_fixes.nova.conductor.tasks.cross_cell_migrate:'
+                    'ConfirmResizeTask._finish_confirm_in_target_cell',
+                    original_as='_finish_confirm_as_confirmed',
+                    services=('conductor',)),
+    registry.Target('nova.compute.utils:'
+                    'delete_allocations_of_migrations',
+                    'nova_fixes.nova.compute.utils:'
+                    'delete_allocations_of_migrations', new=True),
+    registry.Target('nova.compute.utils:delete_allocations_or_raise',
+                    'nova_fixes.nova.compute.utils:'
+                    'delete_allocations_or_raise', new=True),
+    registry.Target('nova.compute.utils:delete_allocations_if_deleted',
+                    'nova_fixes.nova.compute.utils:'
+                    'delete_allocations_if_deleted', new=True),
+    registry.Target('nova.compute.manager:'
+                    'ComputeManager._complete_deletion',
+                    'nova_fixes.nova.compute.manager:_complete_deletion',
+                    original_as='_complete_deletion_of_instance',
+                    services=('compute',)),
+    registry.Target('nova.compute.manager:'
+                    'ComputeManager._do_rebuild_instance_with_claim',
+                    'nova_fixes.nova.compute.manager:'
+                    '_do_rebuild_instance_with_claim',
+                    original_as='_rebuild_instance_with_claim',
+                    series=('2023.1', '2023.2', '2024.1', '2024.2',
+                            '2025.1', '2025.2', '2026.1', '2026.2'),
+                    services=('compute',)),
+    # nova 26 (2022.2) has no target_state argument: a drop-in per form.
+    registry.Target('nova.compute.manager:'
+                    'ComputeManager._do_rebuild_instance_with_claim',
+                    'nova_fixes.nova.compute.manager:'
+                    'ComputeManagerZed._do_rebuild_instance_with_claim',
+                    original_as='_rebuild_instance_with_claim',
+                    series=('2022.2',), services=('compute',)),
+    registry.Target('nova.compute.manager:'
+                    'ComputeManager._remove_allocations_of_finished_'
+                    'moves',
+                    'nova_fixes.nova.compute.manager:'
+                    '_remove_allocations_of_finished_moves', new=True,
+                    services=('compute',)),
+    registry.Target('nova.compute.manager:ComputeManager.init_host',
+                    'nova_fixes.nova.compute.manager:init_host',
+                    original_as='_init_host_as_nova_does',
+                    series=('2023.1', '2023.2', '2024.1', '2024.2',
+                            '2025.1', '2025.2', '2026.1', '2026.2'),
+                    services=('compute',)),
+    # nova 26 (2022.2)'s init_host has no service_ref.
+    registry.Target('nova.compute.manager:ComputeManager.init_host',
+                    'nova_fixes.nova.compute.manager:'
+                    'ComputeManagerZed.init_host',
+                    original_as='_init_host_as_nova_does',
+                    series=('2022.2',), services=('compute',)),
+    registry.Target('nova.compute.manager:'
+                    'ComputeManager._unshelve_instance',
+                    'nova_fixes.nova.compute.manager:_unshelve_instance',
+                    original_as='_unshelve_instance_on_host',
+                    services=('compute',)),
+    registry.Target('nova.compute.manager:'
+                    'ComputeManager._complete_partial_deletion',
+                    'nova_fixes.nova.compute.manager:'
+                    '_complete_partial_deletion',
+                    services=('compute',)),
+    registry.Target('nova.compute.manager:'
+                    'ComputeManager._complete_partial_deletions',
+                    'nova_fixes.nova.compute.manager:'
+                    'complete_partial_deletions_periodic_task',
+                    new=True, periodic=True, services=('compute',)),
+    registry.Target('nova.compute.manager:'
+                    'ComputeManager.'
+                    '_remove_allocations_of_finished_moves_left',
+                    'nova_fixes.nova.compute.manager:'
+                    'remove_allocations_of_finished_moves_periodic_task',
+                    new=True, periodic=True, services=('compute',)),
+    registry.Target('nova.compute.manager:'
+                    'ComputeManager._delete_allocation_after_move',
+                    'nova_fixes.nova.compute.manager:'
+                    '_delete_allocation_after_move',
+                    services=('compute',)),
+    registry.Target('nova.compute.utils:migrations_of_instance',
+                    'nova_fixes.nova.compute.utils:'
+                    'migrations_of_instance', new=True),
+    registry.Target('nova.compute.api:API._delete',
+                    'nova_fixes.nova.compute.api:_delete',
+                    original_as='_delete_as_requested',
+                    services=('api',)),
+    registry.Target('nova.compute.api:API._confirm_resize_on_deleting',
+                    'nova_fixes.nova.compute.api:'
+                    '_confirm_resize_on_deleting',
+                    original_as='_confirm_resize_before_delete',
+                    services=('api',)),
+    registry.Target('nova.compute.utils:may_have_ports_or_volumes',
+                    'nova_fixes.nova.compute.utils:'
+                    'may_have_ports_or_volumes',
+                    services=('api',)),
+    # Last: nova's module has it after the others (the activation
+    # tests change the last target's lines).
+    registry.Target('nova.compute.api:API._local_delete',
+                    'nova_fixes.nova.compute.api:_local_delete',
+                    original_as='_local_delete_instance',
+                    services=('api',)),
+)
+
+NOTES = ('bug-1848343-revert-allocations-deleted-server-'
+         '5c1e0d7a2b9f4e61.yaml',
+         'bug-1848343-delete-during-move-ba69de04f8550a14.yaml',
+         'bug-1848343-writes-after-delete-81133b470adc2a06.yaml',
+         'bug-1848343-delete-placement-outage-9e2289d1b0983fd1.yaml',
+         'bug-1848343-complete-partial-deletions-5b0f3c9e71d2a846.yaml',
+         'bug-1848343-conductor-claim-after-delete-3f0b7c21d4e95a68.yaml',
+         'bug-1848343-delete-while-confirming-6d2a9e18c4b07f35.yaml',
+         'bug-1848343-cross-cell-delete-0c5b7e93a1d24f68.yaml',
+         'bug-1848343-source-restart-finished-moves-4c7e2a91b05d3f18.yaml',
+         'bug-1848343-delete-during-reschedule-7d3b1e0a94c2f561.yaml',
+         'bug-1848343-cross-cell-failed-confirm-revert-'
+         '2f6c9d41a8e05b73.yaml',
+         'bug-1848343-delete-host-changed-4e1b8c07d9a3f562.yaml',
+         'bug-1848343-delete-left-behind-9a2f6e13c7b40d85.yaml')
+
+#: The change carrying the revert paths (see nova_fixes.fixes.FIRST).
+REVERT_SLUG = 'Do-not-revert-allocations-to-a-deleted-server'
+REVERT_TARGETS = (
+    'nova.exception:AllocationMoveTargetNotFound',
+    'nova.scheduler.client.report:'
+    'SchedulerReportClient._move_allocations_to_existing_consumer',
+    'nova.scheduler.client.report:SchedulerReportClient.move_allocations',
+    'nova.compute.utils:is_instance_deleted',
+    'nova.compute.utils:delete_allocations_if_deleted',
+    'nova.compute.manager:ComputeManager._revert_allocation',
+    'nova.conductor.tasks.migrate:revert_allocation_for_migration',
+)
+REVERT_NOTE = ('bug-1848343-revert-allocations-deleted-server-'
+               '5c1e0d7a2b9f4e61.yaml')
+
 FIX = registry.Fix(
     bug=1848343,
     title='Reverting migration-based allocations leaks allocations if '
           'the server is deleted',
     open_upstream=True,
     upstream='open; nova test_bug_1848343 asserts the leak under a FIXME',
-    targets=(
-        registry.Target('nova.exception:AllocationMoveTargetNotFound',
-                        'nova_fixes.nova.exception:'
-                        'AllocationMoveTargetNotFound', new=True,
-                        after='AllocationMoveFailed'),
-        registry.Target('nova.compute.utils:is_instance_deleted',
-                        'nova_fixes.nova.compute.utils:is_instance_deleted',
-                        new=True),
-        registry.Target('nova.scheduler.client.report:'
-                        'SchedulerReportClient._move_allocations_to_'
-                        'existing_consumer',
-                        'nova_fixes.nova.scheduler.client.report:'
-                        '_move_allocations_to_existing_consumer', new=True),
-        registry.Target('nova.scheduler.client.report:'
-                        'SchedulerReportClient.move_allocations',
-                        'nova_fixes.nova.scheduler.client.report:'
-                        'move_allocations',
-                        original_as='_move_allocations_to_any_consumer'),
-        registry.Target('nova.conductor.tasks.migrate:'
-                        'revert_allocation_for_migration',
-                        'nova_fixes.nova.conductor.tasks.migrate:'
-                        'revert_allocation_for_migration',
-                        original_as='_move_allocations_back_to_instance',
-                        services=('conductor',)),
-        registry.Target('nova.conductor.tasks.migrate:'
-                        'MigrationTask._schedule',
-                        'nova_fixes.nova.conductor.tasks.migrate:_schedule',
-                        original_as='_schedule_destination',
-                        services=('conductor',)),
-        registry.Target('nova.conductor.tasks.live_migrate:'
-                        'LiveMigrationTask._find_destination',
-                        'nova_fixes.nova.conductor.tasks.live_migrate:'
-                        '_find_destination',
-                        original_as='_find_and_claim_destination',
-                        services=('conductor',)),
-        registry.Target('nova.compute.manager:'
-                        'ComputeManager._revert_allocation',
-                        'nova_fixes.nova.compute.manager:_revert_allocation',
-                        services=('compute',)),
-        registry.Target('nova.compute.manager:'
-                        'ComputeManager._confirm_resize',
-                        'nova_fixes.nova.compute.manager:_confirm_resize',
-                        original_as='_confirm_resize_on_source',
-                        services=('compute',)),
-        registry.Target('nova.exception:InstanceDeletedDuringRevert',
-                        'nova_fixes.nova.exception:'
-                        'InstanceDeletedDuringRevert', new=True),
-        registry.Target('nova.exception:ConfirmNotAnsweredForDelete',
-                        'nova_fixes.nova.exception:'
-                        'ConfirmNotAnsweredForDelete', new=True),
-        registry.Target('nova.conductor.tasks.cross_cell_migrate:'
-                        'delete_instance_of_deleted_server',
-                        'nova_fixes.nova.conductor.tasks.cross_cell_migrate:'
-                        'delete_instance_of_deleted_server', new=True),
-        registry.Target('nova.conductor.tasks.cross_cell_migrate:'
-                        'FinishResizeAtDestTask._update_instance_mapping',
-                        'nova_fixes.nova.conductor.tasks.cross_cell_migrate:'
-                        'FinishResizeAtDestTask._update_instance_mapping',
-                        original_as='_swap_instance_mapping_to_target',
-                        services=('conductor',)),
-        registry.Target('nova.conductor.tasks.cross_cell_migrate:'
-                        'RevertResizeTask._update_instance_mapping',
-                        'nova_fixes.nova.conductor.tasks.cross_cell_migrate:'
-                        'RevertResizeTask._update_instance_mapping',
-                        original_as='_swap_instance_mapping_to_source',
-                        services=('conductor',)),
-        registry.Target('nova.conductor.tasks.cross_cell_migrate:'
-                        'RevertResizeTask._execute',
-                        'nova_fixes.nova.conductor.tasks.cross_cell_migrate:'
-                        'RevertResizeTask._execute',
-                        original_as='_revert_in_both_cells',
-                        services=('conductor',)),
-        registry.Target('nova.conductor.tasks.cross_cell_migrate:'
-                        'ConfirmResizeTask._execute',
-                        'nova_fixes.nova.conductor.tasks.cross_cell_migrate:'
-                        'ConfirmResizeTask._execute',
-                        original_as='_confirm_in_both_cells',
-                        services=('conductor',)),
-        registry.Target('nova.conductor.tasks.cross_cell_migrate:'
-                        'ConfirmResizeTask._cleanup_source_host',
-                        'nova_fixes.nova.conductor.tasks.cross_cell_migrate:'
-                        'ConfirmResizeTask._cleanup_source_host',
-                        original_as='_confirm_at_source',
-                        services=('conductor',)),
-        registry.Target('nova.conductor.tasks.cross_cell_migrate:'
-                        'ConfirmResizeTask._finish_confirm_in_target_cell',
-                        'nova_fixes.nova.conductor.tasks.cross_cell_migrate:'
-                        'ConfirmResizeTask._finish_confirm_in_target_cell',
-                        original_as='_finish_confirm_as_confirmed',
-                        services=('conductor',)),
-        registry.Target('nova.compute.utils:'
-                        'delete_allocations_of_migrations',
-                        'nova_fixes.nova.compute.utils:'
-                        'delete_allocations_of_migrations', new=True),
-        registry.Target('nova.compute.utils:delete_allocations_or_raise',
-                        'nova_fixes.nova.compute.utils:'
-                        'delete_allocations_or_raise', new=True),
-        registry.Target('nova.compute.utils:delete_allocations_if_deleted',
-                        'nova_fixes.nova.compute.utils:'
-                        'delete_allocations_if_deleted', new=True),
-        registry.Target('nova.compute.manager:'
-                        'ComputeManager._complete_deletion',
-                        'nova_fixes.nova.compute.manager:_complete_deletion',
-                        original_as='_complete_deletion_of_instance',
-                        services=('compute',)),
-        registry.Target('nova.compute.manager:'
-                        'ComputeManager._do_rebuild_instance_with_claim',
-                        'nova_fixes.nova.compute.manager:'
-                        '_do_rebuild_instance_with_claim',
-                        original_as='_rebuild_instance_with_claim',
-                        series=('2023.1', '2023.2', '2024.1', '2024.2',
-                                '2025.1', '2025.2', '2026.1', '2026.2'),
-                        services=('compute',)),
-        # nova 26 (2022.2) has no target_state argument: a drop-in per form.
-        registry.Target('nova.compute.manager:'
-                        'ComputeManager._do_rebuild_instance_with_claim',
-                        'nova_fixes.nova.compute.manager:'
-                        'ComputeManagerZed._do_rebuild_instance_with_claim',
-                        original_as='_rebuild_instance_with_claim',
-                        series=('2022.2',), services=('compute',)),
-        registry.Target('nova.compute.manager:'
-                        'ComputeManager._remove_allocations_of_finished_'
-                        'moves',
-                        'nova_fixes.nova.compute.manager:'
-                        '_remove_allocations_of_finished_moves', new=True,
-                        services=('compute',)),
-        registry.Target('nova.compute.manager:ComputeManager.init_host',
-                        'nova_fixes.nova.compute.manager:init_host',
-                        original_as='_init_host_as_nova_does',
-                        series=('2023.1', '2023.2', '2024.1', '2024.2',
-                                '2025.1', '2025.2', '2026.1', '2026.2'),
-                        services=('compute',)),
-        # nova 26 (2022.2)'s init_host has no service_ref.
-        registry.Target('nova.compute.manager:ComputeManager.init_host',
-                        'nova_fixes.nova.compute.manager:'
-                        'ComputeManagerZed.init_host',
-                        original_as='_init_host_as_nova_does',
-                        series=('2022.2',), services=('compute',)),
-        registry.Target('nova.compute.manager:'
-                        'ComputeManager._unshelve_instance',
-                        'nova_fixes.nova.compute.manager:_unshelve_instance',
-                        original_as='_unshelve_instance_on_host',
-                        services=('compute',)),
-        registry.Target('nova.compute.manager:'
-                        'ComputeManager._complete_partial_deletion',
-                        'nova_fixes.nova.compute.manager:'
-                        '_complete_partial_deletion',
-                        services=('compute',)),
-        registry.Target('nova.compute.manager:'
-                        'ComputeManager._complete_partial_deletions',
-                        'nova_fixes.nova.compute.manager:'
-                        'complete_partial_deletions_periodic_task',
-                        new=True, periodic=True, services=('compute',)),
-        registry.Target('nova.compute.manager:'
-                        'ComputeManager.'
-                        '_remove_allocations_of_finished_moves_left',
-                        'nova_fixes.nova.compute.manager:'
-                        'remove_allocations_of_finished_moves_periodic_task',
-                        new=True, periodic=True, services=('compute',)),
-        registry.Target('nova.compute.manager:'
-                        'ComputeManager._delete_allocation_after_move',
-                        'nova_fixes.nova.compute.manager:'
-                        '_delete_allocation_after_move',
-                        services=('compute',)),
-        registry.Target('nova.compute.utils:migrations_of_instance',
-                        'nova_fixes.nova.compute.utils:'
-                        'migrations_of_instance', new=True),
-        registry.Target('nova.compute.api:API._delete',
-                        'nova_fixes.nova.compute.api:_delete',
-                        original_as='_delete_as_requested',
-                        services=('api',)),
-        registry.Target('nova.compute.api:API._confirm_resize_on_deleting',
-                        'nova_fixes.nova.compute.api:'
-                        '_confirm_resize_on_deleting',
-                        original_as='_confirm_resize_before_delete',
-                        services=('api',)),
-        registry.Target('nova.compute.utils:may_have_ports_or_volumes',
-                        'nova_fixes.nova.compute.utils:'
-                        'may_have_ports_or_volumes',
-                        services=('api',)),
-        # Last: nova's module has it after the others (the activation
-        # tests change the last target's lines).
-        registry.Target('nova.compute.api:API._local_delete',
-                        'nova_fixes.nova.compute.api:_local_delete',
-                        original_as='_local_delete_instance',
-                        services=('api',)),
-    ),
+    targets=TARGETS,
     tests=('test_bug_1848343', 'test_bug_1848343_more',
            'test_bug_1848343_deleted_moves', 'test_bug_1848343_cross_cell',
            'test_delete_faults'),
@@ -946,21 +992,7 @@ FIX = registry.Fix(
             'test_revert_resize_same_host_delete_dest_fails_due_to_conflict',
             'test_live_migrate_drop_allocation_on_source_fails',
         )),
-    notes=('bug-1848343-revert-allocations-deleted-server-'
-           '5c1e0d7a2b9f4e61.yaml',
-           'bug-1848343-delete-during-move-ba69de04f8550a14.yaml',
-           'bug-1848343-writes-after-delete-81133b470adc2a06.yaml',
-           'bug-1848343-delete-placement-outage-9e2289d1b0983fd1.yaml',
-           'bug-1848343-complete-partial-deletions-5b0f3c9e71d2a846.yaml',
-           'bug-1848343-conductor-claim-after-delete-3f0b7c21d4e95a68.yaml',
-           'bug-1848343-delete-while-confirming-6d2a9e18c4b07f35.yaml',
-           'bug-1848343-cross-cell-delete-0c5b7e93a1d24f68.yaml',
-           'bug-1848343-source-restart-finished-moves-4c7e2a91b05d3f18.yaml',
-           'bug-1848343-delete-during-reschedule-7d3b1e0a94c2f561.yaml',
-           'bug-1848343-cross-cell-failed-confirm-revert-'
-           '2f6c9d41a8e05b73.yaml',
-           'bug-1848343-delete-host-changed-4e1b8c07d9a3f562.yaml',
-           'bug-1848343-delete-left-behind-9a2f6e13c7b40d85.yaml'),
+    notes=NOTES,
     patch=registry.Patch(
         slug='Do-not-leak-allocations-reverting-a-deleted-server-s-move',
         subject="Do not leak allocations reverting a deleted server's move",
@@ -974,5 +1006,39 @@ FIX = registry.Fix(
                     usage_tests_placement_answers,
                     confirm_task_tests_read_migrations,
                     claim_tests_have_migration),
+        # The revert paths first, alone (see nova_fixes.fixes.FIRST); then
+        # the rest of the invariant, which needs them and 1859496's
+        # PlacementUnavailableForDelete.
+        changes=(
+            registry.Change(
+                slug=REVERT_SLUG,
+                subject='Do not revert allocations to a deleted server',
+                body=REVERT_MESSAGE,
+                trailers=('Partial-Bug: #1848343',),
+                targets=REVERT_TARGETS,
+                test_edits=('flip_1848343_fixme',
+                            'revert_allocation_assertions'),
+                notes=(REVERT_NOTE,),
+                needs=()),
+            registry.Change(
+                slug='Remove-the-allocations-of-a-server-deleted-during-'
+                     'its-move',
+                subject='Remove the allocations of a server deleted during '
+                        'its move',
+                body=COMMIT_MESSAGE,
+                trailers=('Closes-Bug: #1848343',),
+                targets=tuple(dict.fromkeys(
+                    t.path for t in TARGETS
+                    if t.path not in REVERT_TARGETS)),
+                test_edits=('consumer_conflict_leaks',
+                            'confirm_rollback_failure',
+                            'local_delete_tests_mock_placement',
+                            'confirm_resize_tests_read_migration',
+                            'compute_delete_tests_placement_answers',
+                            'usage_tests_placement_answers',
+                            'confirm_task_tests_read_migrations',
+                            'claim_tests_have_migration'),
+                notes=tuple(n for n in NOTES if n != REVERT_NOTE)),
+        ),
     ),
 )

@@ -21,9 +21,11 @@ import os
 
 import testtools
 
+from nova_fixes.export import patch
 from nova_fixes.export import source
 from nova_fixes import fingerprint
 from nova_fixes import fixes
+from nova_fixes.fixes import bug_1848343
 from nova_fixes import registry
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
@@ -119,9 +121,13 @@ class FixRecordsTestCase(testtools.TestCase):
         for series in registry.SUPPORTED_SERIES:
             with open(os.path.join(ROOT, 'patches', series, 'series')) as f:
                 names = f.read().split()
-            slugs = [change.slug
-                     for fix in fixes.FIXES if series in fix.series
-                     for change in (fix.patch.changes or (fix.patch,))]
+            slugs = [plan.slug for _fix, plan, _change
+                     in patch.series_order(series)]
+            # The revert paths of 1848343 come first, alone.
+            self.assertEqual(bug_1848343.REVERT_SLUG, slugs[0])
+            self.assertEqual(
+                sum(len(fix.patch.changes) or 1 for fix in fixes.FIXES
+                    if series in fix.series), len(slugs))
             wanted = ['%04d-%s.patch' % (number, slug)
                       for number, slug in enumerate(slugs, 1)]
             self.assertEqual(wanted, names, series)
