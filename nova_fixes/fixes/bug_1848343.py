@@ -62,9 +62,48 @@ nova's regression test for the bug asserted the leak under a FIXME; it
 now asserts that no allocation is left. The other ways a server deleted
 during its move leaks allocations are the next change's."""
 
+RECREATE_CLAIM_MESSAGE = """\
+The scheduler's claim for a move is written for the instance consumer.
+When the server is deleted while the scheduler picks the destination,
+the claim lands after the delete removed the server's allocations and
+creates its consumer again on the destination. A cold migration or a
+resize then fails on the compute, whose revert removes what it finds
+for a deleted server; a live migration has no compute-side claim, so
+nothing notices, and the destination's resources stay allocated to a
+server that no longer exists.
+
+This adds a functional regression test that deletes the server just
+before the scheduler claims for its live migration. The claim is left
+on the destination: the test asserts that under a FIXME, and the change
+that fixes it flips the assertion."""
+
+CLAIM_MESSAGE = """\
+A step that writes allocations for a server during a move may do so
+after the server was deleted, and create again a consumer nobody will
+delete: the scheduler's claim for a cold migration, resize or live
+migration (neither a live migration nor a cross-cell resize has a
+compute-side claim that would notice), or the claim of an evacuation or
+an unshelve that lands after the API deleted the server (rebuild_instance
+or unshelve_instance then fails on the deleted server and removes
+nothing).
+
+Each of these now looks the instance up after it has written, never
+before (compute_utils.delete_allocations_if_deleted, as the revert
+paths do): the conductor once the scheduler has claimed a destination
+(MigrationTask._schedule, LiveMigrationTask._find_destination), which
+then stops the move, and the compute when a rebuild or an unshelve
+fails on a deleted instance. Every delete path records DELETING or
+DELETED before it removes the allocations, so a delete either comes
+after the write and removes it, or is seen by the lookup. This costs one
+instance lookup per cold migration, resize and live migration.
+
+The regression test now asserts that the claim is gone."""
+
 COMMIT_MESSAGE = """\
 Reverting a move no longer gives a deleted server its migration's
 allocations back (change "Do not revert allocations to a deleted
+server"), and a move's claim that lands after the delete no longer
+outlives it (change "Remove what a move's claim wrote for a deleted
 server"). A server deleted in the middle
 of a move can leave allocations in more ways, and the fix owns the
 invariant rather than each call site: once a server is deleted, no
@@ -96,18 +135,6 @@ migrations.
   the source's 'error' is in the source cell, which the conductor
   hard-deletes: ConfirmResizeTask carries it to the target cell's
   migration, the one the delete reads.
-
-* Every other step that writes allocations for a server during a move
-  checks afterwards, never before, as the revert paths now do, whether
-  the instance is deleted or being deleted, and removes what it wrote
-  if so (compute_utils.delete_allocations_if_deleted): the conductor
-  once the scheduler has claimed a destination for a cold migration,
-  resize or live migration (a claim that lands after the delete creates
-  the instance consumer again, and neither a live migration nor a
-  cross-cell resize has a compute-side claim that would notice), and a
-  rebuild or an unshelve that fails on a deleted instance (an
-  evacuation's or unshelve's claim that landed after the API deleted
-  the server).
 
 * A delete while the user's confirmation of a resize runs on the source
   is not failed by it: the API confirms the resize of a server it
@@ -958,6 +985,21 @@ REVERT_TARGETS = (
     'nova.compute.manager:ComputeManager._revert_allocation',
     'nova.conductor.tasks.migrate:revert_allocation_for_migration',
 )
+#: The late claims: a step that writes allocations for a server during a
+#: move, once the server may be deleted.
+CLAIM_TARGETS = (
+    'nova.conductor.tasks.migrate:MigrationTask._schedule',
+    'nova.conductor.tasks.live_migrate:LiveMigrationTask._find_destination',
+    'nova.compute.manager:ComputeManager._do_rebuild_instance_with_claim',
+    'nova.compute.manager:ComputeManager._unshelve_instance',
+)
+CLAIM_NOTES = (
+    'bug-1848343-conductor-claim-after-delete-3f0b7c21d4e95a68.yaml',
+    'bug-1848343-writes-after-delete-81133b470adc2a06.yaml',
+)
+CLAIM_TEST = ('nova/tests/functional/regressions/'
+              'test_bug_1848343_claim_after_delete.py')
+
 REVERT_NOTE = ('bug-1848343-revert-allocations-deleted-server-'
                '5c1e0d7a2b9f4e61.yaml')
 
@@ -992,6 +1034,14 @@ FIX = registry.Fix(
             'test_revert_resize_same_host_delete_dest_fails_due_to_conflict',
             'test_live_migrate_drop_allocation_on_source_fails',
         )),
+    nova_tests=(
+        registry.NovaTest(
+            CLAIM_TEST, 'test_bug_1848343_claim_after_delete.py',
+            pairs=(('test_claim_lands_after_the_delete',
+                    'test_bug_1848343_deleted_moves.'
+                    'LiveMigrationClaimAfterDeleteTest.'
+                    'test_delete_before_live_migration_claim'),)),
+    ),
     notes=NOTES,
     patch=registry.Patch(
         slug='Do-not-leak-allocations-reverting-a-deleted-server-s-move',
@@ -1021,6 +1071,27 @@ FIX = registry.Fix(
                 notes=(REVERT_NOTE,),
                 needs=()),
             registry.Change(
+                slug='Recreate-bug-1848343-a-live-migration-claim-after-'
+                     'the-delete',
+                subject="Recreate bug 1848343: a live migration's claim "
+                        'after the delete',
+                body=RECREATE_CLAIM_MESSAGE,
+                trailers=('Related-Bug: #1848343',),
+                recreates=(CLAIM_TEST,),
+                needs=()),
+            registry.Change(
+                slug='Remove-what-a-move-s-claim-wrote-for-a-deleted-server',
+                subject="Remove what a move's claim wrote for a deleted "
+                        'server',
+                body=CLAIM_MESSAGE,
+                trailers=('Partial-Bug: #1848343',),
+                targets=CLAIM_TARGETS,
+                test_edits=('claim_tests_have_migration',),
+                nova_tests=(CLAIM_TEST,),
+                notes=CLAIM_NOTES,
+                needs=(REVERT_SLUG, 'Recreate-bug-1848343-a-live-migration-'
+                       'claim-after-the-delete')),
+            registry.Change(
                 slug='Remove-the-allocations-of-a-server-deleted-during-'
                      'its-move',
                 subject='Remove the allocations of a server deleted during '
@@ -1029,16 +1100,16 @@ FIX = registry.Fix(
                 trailers=('Closes-Bug: #1848343',),
                 targets=tuple(dict.fromkeys(
                     t.path for t in TARGETS
-                    if t.path not in REVERT_TARGETS)),
+                    if t.path not in REVERT_TARGETS + CLAIM_TARGETS)),
                 test_edits=('consumer_conflict_leaks',
                             'confirm_rollback_failure',
                             'local_delete_tests_mock_placement',
                             'confirm_resize_tests_read_migration',
                             'compute_delete_tests_placement_answers',
                             'usage_tests_placement_answers',
-                            'confirm_task_tests_read_migrations',
-                            'claim_tests_have_migration'),
-                notes=tuple(n for n in NOTES if n != REVERT_NOTE)),
+                            'confirm_task_tests_read_migrations'),
+                notes=tuple(n for n in NOTES
+                            if n not in (REVERT_NOTE,) + CLAIM_NOTES)),
         ),
     ),
 )
