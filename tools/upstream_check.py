@@ -35,7 +35,10 @@ that change:
   nova/tests/unit/<package>/test_<module>.py) and the unit test modules
   it changes;
 * the functional tests it adds (whole modules) and changes (the test
-  methods its hunks touch).
+  methods its hunks touch);
+* for a recreate change (registry.Change.recreates), its regression
+  test once more with its FIXME assertion flipped to what the fix
+  asserts: that run must fail, on the code before the fix.
 
 Every check is one line, ``<patch>: <check>: ok`` or ``FAILED`` with
 what failed; the last line is ``N passed, N failed``. nova's tests run
@@ -44,6 +47,7 @@ series' nova and its test requirements, as tox -e upstream makes it).
 """
 
 import argparse
+import ast
 import os
 import re
 import shutil
@@ -147,29 +151,68 @@ def workspace(tree, series, where):
     return copy, git
 
 
-def changed(text):
-    """{path: (added?, [added or changed test names])} of a patch."""
+def changed(text, tree=None):
+    """{path: (added?, [added or changed test names])} of a patch.
+
+    A test is changed when a hunk defines it (added or as context), names
+    it in its header, or, with ``tree`` (the tree the patch was applied
+    to), when one of the lines the hunk adds or removes is in its body
+    there.
+    """
     out = {}
-    current = None
-    for line in text.splitlines():
-        m = re.match(r'^diff --git a/(\S+) b/(\S+)$', line)
-        if m:
-            current = m.group(2)
-            out[current] = [False, set()]
-            continue
-        if current is None:
-            continue
-        if line.startswith('new file mode'):
-            out[current][0] = True
-        m = re.match(r'^@@ .* @@.*\bdef (test_\w+)', line)
-        if m:
-            out[current][1].add(m.group(1))
-        # Defined in the hunk, added or as context: a test it changes (or
-        # one beside the change: run too, which costs little).
-        m = re.match(r'^[ +]\s*def (test_\w+)', line)
-        if m:
-            out[current][1].add(m.group(1))
-    return {p: (a, sorted(t)) for p, (a, t) in out.items()}
+    for path, new_file, hunks in patches.parse(text):
+        tests = set()
+        touched = set()
+        for header, _start, body in hunks:
+            m = re.match(r'^@@ .* @@.*\bdef (test_\w+)', header)
+            if m:
+                tests.add(m.group(1))
+            m = patches._HUNK.match(header)
+            line = int(m.group(3))
+            for row in body:
+                # Defined in the hunk, added or as context: a test it
+                # changes (or one beside the change: run too, which
+                # costs little).
+                m = re.match(r'^[ +]\s*def (test_\w+)', row)
+                if m:
+                    tests.add(m.group(1))
+                if row[:1] in ('+', '-'):
+                    touched.add(line)
+                if row[:1] in (' ', '+'):
+                    line += 1
+        full = os.path.join(tree, path) if tree else None
+        if full and path.endswith('.py') and os.path.isfile(full):
+            with open(full, encoding='utf-8') as f:
+                module_tree = ast.parse(f.read())
+            tests.update(_tests_touched(module_tree, touched))
+        out[path] = (new_file, sorted(tests))
+    return out
+
+
+def _tests_touched(module_tree, touched):
+    """Names of the tests whose lines include one of ``touched``: a test
+    method or function itself, or every test of the class (of the
+    module, for a module-level function) whose helper it is.
+    """
+    def tests_in(node):
+        return {n.name for n in ast.walk(node)
+                if isinstance(n, ast.FunctionDef) and
+                n.name.startswith('test_')}
+
+    def hit(node):
+        return any(node.lineno <= n <= node.end_lineno for n in touched)
+
+    out = set()
+    for top in module_tree.body:
+        if isinstance(top, ast.FunctionDef) and hit(top):
+            out.update({top.name} if top.name.startswith('test_')
+                       else tests_in(module_tree))
+        elif isinstance(top, ast.ClassDef) and hit(top):
+            for node in top.body:
+                if isinstance(node, ast.FunctionDef) and hit(node):
+                    out.update({node.name} if node.name.startswith('test_')
+                               else tests_in(top))
+    return out
 
 
 def unit_modules(tree, paths):
@@ -192,8 +235,50 @@ def unit_modules(tree, paths):
     return sorted(set(found))
 
 
-def stestr(tree, test_path, ids, what, result, name):
-    """Run the tests matching ``ids`` (regexes) under test_path."""
+def recreates(series):
+    """{patch name: [(nova path, fixed text)]}: the nova-side tests each
+    recreate change of the series adds, with the text its fix gives them
+    (the FIXME assertion flipped); see registry.Change.recreates.
+    """
+    out = {}
+    order = patches.series_order(registry.records_of(series))
+    for number, (fix, plan, change) in enumerate(order, 1):
+        if change is None or not change.recreates:
+            continue
+        name = '%04d-%s.patch' % (number, plan.slug)
+        for test in fix.nova_tests:
+            if test.path in change.recreates:
+                origin = os.path.join(patches.NOVA_SIDE_TESTS, test.source)
+                with open(origin, encoding='utf-8') as f:
+                    out.setdefault(name, []).append((test.path, (
+                        patches.recreate_form(f.read(), False, origin))))
+    return out
+
+
+def flipped_fails(tree, path, fixed, result, name):
+    """A recreate change's test, its FIXME assertion flipped to what the
+    fix asserts, must fail on the code before the fix: it catches the
+    bug. The recreate form is put back after.
+    """
+    full = os.path.join(tree, path)
+    with open(full, encoding='utf-8') as f:
+        recreate = f.read()
+    try:
+        with open(full, 'w', encoding='utf-8') as f:
+            f.write(fixed)
+        stestr(tree, './nova/tests/functional',
+               [re.escape(module(path)) + r'\b'],
+               'recreate: %s fails with its FIXME assertion flipped'
+               % os.path.basename(path), result, name, expect_failure=True)
+    finally:
+        with open(full, 'w', encoding='utf-8') as f:
+            f.write(recreate)
+
+
+def stestr(tree, test_path, ids, what, result, name, expect_failure=False):
+    """Run the tests matching ``ids`` (regexes) under test_path; with
+    ``expect_failure``, a run where one ran and none failed fails.
+    """
     if os.path.isdir(os.path.join(tree, '.stestr')):
         shutil.rmtree(os.path.join(tree, '.stestr'))
     pattern = '^(%s)' % '|'.join(ids)
@@ -208,7 +293,13 @@ def stestr(tree, test_path, ids, what, result, name):
     took = time.monotonic() - started
     label = '%s (%s; %.0f s)' % (what, summary or 'nothing ran', took)
     passed = dict(counts).get('Passed', '0')
-    if rc != 0 or passed == '0':
+    failed = dict(counts).get('Failed', '0')
+    if expect_failure:
+        if failed == '0' or rc == 0:
+            result.line(name, label, 'exit %d: no test failed' % rc)
+        else:
+            result.line(name, label)
+    elif rc != 0 or passed == '0':
         failures = re.findall(r'^FAIL: (\S+)', out, re.M)
         result.line(name, label, 'exit %d%s: %s' % (
             rc, ' (no test passed)' if passed == '0' else '',
@@ -286,6 +377,39 @@ def typed(tree, files, result, name):
                 % ', '.join(hit), out[-2000:] if rc else None)
 
 
+def check_change(copy, name, text, args, result, recreated):
+    """The checks of one change, applied to the tree ``copy``."""
+    files = changed(text, copy)
+    style(copy, sorted(files), result, name)
+    if not args.no_mypy:
+        typed(copy, sorted(files), result, name)
+    if not args.no_unit:
+        mods = unit_modules(copy, sorted(files))
+        if mods:
+            stestr(copy, './nova/tests/unit',
+                   [re.escape(m) + r'\b' for m in mods],
+                   'unit tests of %s' % ', '.join(
+                       m.rsplit('.', 1)[-1] for m in mods),
+                   result, name)
+    if not args.no_functional:
+        ids = []
+        for path, (added, tests) in sorted(files.items()):
+            if not (path.startswith('nova/tests/functional/') and
+                    path.endswith('.py')):
+                continue
+            if added:
+                ids.append(re.escape(module(path)) + r'\b')
+            elif tests:
+                ids.append(r'%s\..*\.(%s)$' % (
+                    re.escape(module(path)), '|'.join(tests)))
+        if ids:
+            stestr(copy, './nova/tests/functional', ids,
+                   'functional tests it adds or changes', result,
+                   name)
+        for path, fixed in recreated:
+            flipped_fails(copy, path, fixed, result, name)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     p.add_argument('--nova-src',
@@ -313,6 +437,7 @@ def main(argv=None):
         series = args.series or tree_series(tree)
         registry.records_of(series)
         listed = patches.series_patches(series)
+        recreated = recreates(series)
         first, last = 1, len(listed)
         if args.changes:
             m = re.match(r'^(\d+)(?:-(\d+))?$', args.changes)
@@ -342,33 +467,8 @@ def main(argv=None):
                 continue
             t = time.monotonic()
             result.line(name, 'git am')
-            files = changed(text)
-            style(copy, sorted(files), result, name)
-            if not args.no_mypy:
-                typed(copy, sorted(files), result, name)
-            if not args.no_unit:
-                mods = unit_modules(copy, sorted(files))
-                if mods:
-                    stestr(copy, './nova/tests/unit',
-                           [re.escape(m) + r'\b' for m in mods],
-                           'unit tests of %s' % ', '.join(
-                               m.rsplit('.', 1)[-1] for m in mods),
-                           result, name)
-            if not args.no_functional:
-                ids = []
-                for path, (added, tests) in sorted(files.items()):
-                    if not (path.startswith('nova/tests/functional/') and
-                            path.endswith('.py')):
-                        continue
-                    if added:
-                        ids.append(re.escape(module(path)) + r'\b')
-                    elif tests:
-                        ids.append(r'%s\..*\.(%s)$' % (
-                            re.escape(module(path)), '|'.join(tests)))
-                if ids:
-                    stestr(copy, './nova/tests/functional', ids,
-                           'functional tests it adds or changes', result,
-                           name)
+            check_change(copy, name, text, args, result,
+                         recreated.get(name, ()))
             print('%s: %.0f s' % (name, time.monotonic() - t))
     print('upstream check: %.0f s' % (time.monotonic() - started))
     print('%d passed, %d failed' % (result.passed, result.failed))

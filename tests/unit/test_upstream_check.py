@@ -40,17 +40,17 @@ diff --git a/nova/compute/manager.py b/nova/compute/manager.py
 index 1..2 100644
 --- a/nova/compute/manager.py
 +++ b/nova/compute/manager.py
-@@ -1,3 +1,4 @@ def f():
+@@ -1,1 +1,2 @@ def f():
  a
 +b
 diff --git a/{servers} b/{servers}
 index 1..2 100644
 --- a/nova/tests/functional/test_servers.py
 +++ b/nova/tests/functional/test_servers.py
-@@ -10,3 +10,4 @@ class T(object):
+@@ -10,1 +10,2 @@ class T(object):
      def test_resize_revert(self):
 +        pass
-@@ -90,3 +91,7 @@ class T(object):
+@@ -90,0 +91,3 @@ class T(object):
 +
 +    def test_new_one(self):
 +        pass
@@ -76,6 +76,46 @@ class ChangedTestCase(testtools.TestCase):
             'nova/tests/functional/regressions/test_bug_1.py':
                 (True, ['test_x']),
         }, upstream_check.changed(PATCH))
+
+    def test_tests_whose_body_a_hunk_changes(self):
+        # A hunk with no def in it or its header: the tree tells which
+        # test's body its lines are in.
+        tree = self.useFixture(fixtures.TempDir()).path
+        path = 'nova/tests/functional/regressions/test_bug_2.py'
+        os.makedirs(os.path.join(tree, os.path.dirname(path)))
+        with open(os.path.join(tree, path), 'w') as f:
+            f.write('class T(object):\n\n'
+                    '    def test_one(self):\n'
+                    '        a = 1\n        b = 2\n        c = 3\n'
+                    '        d = 5\n\n'
+                    '    def test_two(self):\n        pass\n')
+        text = (
+            'diff --git a/{0} b/{0}\n--- a/{0}\n+++ b/{0}\n'
+            '@@ -4,5 +4,4 @@\n         a = 1\n         b = 2\n'
+            '-        # FIXME\n-        c = 4\n+        c = 3\n'
+            '         d = 5\n'.format(path))
+        self.assertEqual({path: (False, ['test_one'])},
+                         upstream_check.changed(text, tree))
+        self.assertEqual({path: (False, [])}, upstream_check.changed(text))
+
+    def test_a_helper_changed_runs_its_class(self):
+        tree = self.useFixture(fixtures.TempDir()).path
+        path = 'nova/tests/functional/regressions/test_bug_3.py'
+        os.makedirs(os.path.join(tree, os.path.dirname(path)))
+        with open(os.path.join(tree, path), 'w') as f:
+            f.write('class T(object):\n\n'
+                    '    def _assert_none_left(self):\n'
+                    '        self.assertEqual({}, self.left())\n\n'
+                    '    def test_one(self):\n        pass\n\n'
+                    '    def test_two(self):\n        pass\n\n\n'
+                    'class U(object):\n\n'
+                    '    def test_other(self):\n        pass\n')
+        text = ('diff --git a/{0} b/{0}\n--- a/{0}\n+++ b/{0}\n'
+                '@@ -3,2 +3,2 @@\n     def _assert_none_left(self):\n'
+                '-        self.assertEqual(1, len(self.left()))\n'
+                '+        self.assertEqual({{}}, self.left())\n'.format(path))
+        self.assertEqual({path: (False, ['test_one', 'test_two'])},
+                         upstream_check.changed(text, tree))
 
 
 class UnitModulesTestCase(testtools.TestCase):
