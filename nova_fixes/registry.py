@@ -220,6 +220,18 @@ class NovaTest:
 
 
 @dataclasses.dataclass(frozen=True)
+class NovaUnitTests:
+    """Unit tests the patch adds to one of nova's unit test modules
+    (``path``), beside nova's own tests of the code they test, written
+    for it (tests/nova_side/unit/<source>): the source's classes are
+    appended to the module. The source imports only what the module
+    imports already, each import line as the module has it.
+    """
+    path: str
+    source: str
+
+
+@dataclasses.dataclass(frozen=True)
 class Change:
     """One upstream change of a fix whose patch is split (nova's reviewers
     take one concern per change, and a packager may take one change and
@@ -255,6 +267,8 @@ class Change:
     recreates: tuple = ()
     #: The fix's notes (Fix.notes) it adds.
     notes: tuple = ()
+    #: NovaUnitTests.source of the unit tests it adds.
+    unit_tests: tuple = ()
     #: Slugs of the changes it needs applied first besides what the
     #: exporter finds (the new names its code uses, the context its hunks
     #: need). None: every earlier change of its fix.
@@ -305,6 +319,8 @@ class Fix:
     fixed_upstream: tuple = ()
     #: NovaTest: the nova-side regression tests its patch adds.
     nova_tests: tuple = ()
+    #: NovaUnitTests: the unit tests its patch adds to nova's modules.
+    unit_tests: tuple = ()
     #: nova's own tests (ids) that assert this bug under a FIXME: with the
     #: fix they must fail on that assertion (tests/nova_intree).
     nova_flips: tuple = ()

@@ -22,6 +22,7 @@ the nova tree: no user, no randomness, so ``check`` can rebuild and
 compare.
 """
 
+import ast
 import collections
 import datetime
 import difflib
@@ -61,6 +62,8 @@ def fix_files(fix):
             os.path.join(REPO_ROOT, base + '.py')) else base)
     paths += ['releasenotes/notes/' + note for note in fix.notes]
     paths += ['tests/nova_side/' + test.source for test in fix.nova_tests]
+    paths += ['tests/nova_side/unit/' + test.source
+              for test in fix.unit_tests]
     return sorted(set(paths))
 
 
@@ -292,6 +295,7 @@ def parts_of(fix):
         ('test edit', 'test_edits', [e.__name__ for e in plan.test_edits]),
         ('nova-side test', 'nova_tests', [t.path for t in fix.nova_tests]),
         ('note', 'notes', list(fix.notes)),
+        ('unit tests', 'unit_tests', [t.source for t in fix.unit_tests]),
     )
     for kind, field, known in kinds:
         taken = {}
@@ -317,7 +321,7 @@ def parts_of(fix):
     for k, change in enumerate(plan.changes):
         if change.recreates and (change.targets or change.conf_modules or
                                  change.test_edits or change.nova_tests or
-                                 change.notes):
+                                 change.notes or change.unit_tests):
             raise errors.ExportError(
                 '%s: its recreate change %s carries more than the tests '
                 'recreating the bug' % (fix.name, change.slug))
@@ -446,6 +450,13 @@ def _export_part(fix, plan, change, files, records):
     added += [('releasenotes/notes/%s' % note,
                os.path.join(RELEASENOTES, note), None)
               for note in carried(fix.notes, 'notes')]
+    for test in carried(fix.unit_tests, 'unit_tests', lambda t: t.source):
+        if test.path not in view:
+            raise errors.ExportError('the nova tree has no %s' % test.path)
+        origin = os.path.join(NOVA_SIDE_TESTS, 'unit', test.source)
+        with open(origin, encoding='utf-8') as f:
+            changes[test.path] = append_unit_tests(
+                view[test.path], f.read(), test.path, origin)
     for path, origin, recreate in added:
         with open(origin, encoding='utf-8') as f:
             text = f.read()
@@ -465,6 +476,40 @@ def _export_part(fix, plan, change, files, records):
               for path in changes}
     return _Part(fix, plan, change, changes, before, uses,
                  {t.path for t in targets if t.new})
+
+
+def append_unit_tests(module, source, path, name):
+    """nova's unit test module ``module`` (its text, at ``path``) with
+    the classes of ``source`` (a nova-side unit test module, ``name``)
+    appended at its end.
+
+    The source's import lines are its own check, not part of what is
+    appended: each must be one the module has (the same names from the
+    same place), so that the appended tests use what nova's tests of the
+    same code use. Refuses a source that imports anything else, or has
+    nothing but imports.
+    """
+    tree = ast.parse(source, name)
+    have = {ast.dump(node) for node in ast.parse(module, path).body
+            if isinstance(node, (ast.Import, ast.ImportFrom))}
+    imports = []
+    for node in tree.body:
+        if not isinstance(node, (ast.Import, ast.ImportFrom)):
+            break
+        imports.append(node)
+        if ast.dump(node) not in have:
+            raise errors.ExportError(
+                '%s imports "%s", which %s does not: the tests it adds may '
+                'use only what the module imports' % (
+                    name, ast.unparse(node), path))
+    rest = tree.body[len(imports):]
+    if not rest:
+        raise errors.ExportError('%s has no test to add to %s'
+                                 % (name, path))
+    lines = source.splitlines(True)
+    start = imports[-1].end_lineno if imports else 0
+    body = ''.join(lines[start:]).strip('\n')
+    return module.rstrip('\n') + '\n\n\n' + body + '\n'
 
 
 def _requires(parts, tree):

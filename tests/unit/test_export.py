@@ -613,12 +613,14 @@ def _edit_b(files):
 class _Fix(object):
     """The parts of registry.Fix that parts_of() and _requires() read."""
 
-    def __init__(self, name, plan, targets=(), notes=(), nova_tests=()):
+    def __init__(self, name, plan, targets=(), notes=(), nova_tests=(),
+                 unit_tests=()):
         self.name = name
         self.patch = plan
         self.targets = targets
         self.notes = notes
         self.nova_tests = nova_tests
+        self.unit_tests = unit_tests
 
 
 SPLIT_PLAN = registry.Patch(
@@ -670,6 +672,13 @@ class PartsTestCase(testtools.TestCase):
         self.assertIn('no change of it carries the target nova.x:y',
                       str(e))
 
+    def test_unit_tests_no_change_carries_are_refused(self):
+        fix = _Fix('feature', SPLIT_PLAN, SPLIT_TARGETS, ('n.yaml',),
+                   unit_tests=(registry.NovaUnitTests(
+                       'nova/tests/unit/test_x.py', 'x.py'),))
+        e = self.assertRaises(errors.ExportError, patch.parts_of, fix)
+        self.assertIn('no change of it carries the unit tests x.py', str(e))
+
     def test_a_part_in_two_changes_is_refused(self):
         plan = registry.Patch(slug='F', subject='F', body='F', changes=(
             registry.Change(slug='A', subject='A', body='A',
@@ -699,6 +708,46 @@ class PartsTestCase(testtools.TestCase):
                                                  'Options'))
         self.assertNotEqual(one, patch.change_id(_Fix('other', PLAN),
                                                  'Task'))
+
+
+NOVA_UNIT_MODULE = """\
+from unittest import mock
+
+from nova import test
+
+
+class NovaTestCase(test.NoDBTestCase):
+    def test_nova(self):
+        pass
+"""
+
+
+class AppendUnitTestsTestCase(testtools.TestCase):
+
+    def test_classes_appended_without_the_imports(self):
+        source = ('# A header.\n\nfrom nova import test\n\n\n'
+                  'class AddedTestCase(test.NoDBTestCase):\n'
+                  '    def test_added(self):\n        pass\n')
+        self.assertEqual(
+            NOVA_UNIT_MODULE + '\n\nclass AddedTestCase(test.NoDBTestCase):'
+            '\n    def test_added(self):\n        pass\n',
+            patch.append_unit_tests(NOVA_UNIT_MODULE, source, 'm.py', 'u.py'))
+
+    def test_an_import_the_module_lacks_is_refused(self):
+        for line in ('import mock', 'from nova import objects',
+                     'from unittest import mock as m'):
+            source = '%s\n\n\nclass T(object):\n    pass\n' % line
+            e = self.assertRaises(errors.ExportError,
+                                  patch.append_unit_tests, NOVA_UNIT_MODULE,
+                                  source, 'm.py', 'u.py')
+            self.assertIn('u.py imports "%s", which m.py does not' % line,
+                          str(e))
+
+    def test_imports_only_is_refused(self):
+        e = self.assertRaises(errors.ExportError, patch.append_unit_tests,
+                              NOVA_UNIT_MODULE, 'from nova import test\n',
+                              'm.py', 'u.py')
+        self.assertIn('u.py has no test to add to m.py', str(e))
 
 
 RECREATE_TEXT = """\
