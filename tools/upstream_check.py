@@ -377,6 +377,23 @@ def typed(tree, files, result, name):
                 % ', '.join(hit), out[-2000:] if rc else None)
 
 
+def touched_tests(files, under):
+    """stestr regexes of the tests under ``under`` that ``files`` (see
+    changed) adds or changes: a module it adds whole, else the tests it
+    touches.
+    """
+    ids = []
+    for path, (added, tests) in sorted(files.items()):
+        if not (path.startswith(under) and path.endswith('.py')):
+            continue
+        if added:
+            ids.append(re.escape(module(path)) + r'\b')
+        elif tests:
+            ids.append(r'%s\..*\.(%s)$' % (
+                re.escape(module(path)), '|'.join(tests)))
+    return ids
+
+
 def check_change(copy, name, text, args, result, recreated):
     """The checks of one change, applied to the tree ``copy``."""
     files = changed(text, copy)
@@ -391,17 +408,15 @@ def check_change(copy, name, text, args, result, recreated):
                    'unit tests of %s' % ', '.join(
                        m.rsplit('.', 1)[-1] for m in mods),
                    result, name)
+    else:
+        # The unit tests the change adds or changes: a few seconds, where
+        # the modules of its files take minutes.
+        ids = touched_tests(files, 'nova/tests/unit/')
+        if ids:
+            stestr(copy, './nova/tests/unit', ids,
+                   'unit tests it adds or changes', result, name)
     if not args.no_functional:
-        ids = []
-        for path, (added, tests) in sorted(files.items()):
-            if not (path.startswith('nova/tests/functional/') and
-                    path.endswith('.py')):
-                continue
-            if added:
-                ids.append(re.escape(module(path)) + r'\b')
-            elif tests:
-                ids.append(r'%s\..*\.(%s)$' % (
-                    re.escape(module(path)), '|'.join(tests)))
+        ids = touched_tests(files, 'nova/tests/functional/')
         if ids:
             stestr(copy, './nova/tests/functional', ids,
                    'functional tests it adds or changes', result,

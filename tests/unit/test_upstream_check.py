@@ -77,6 +77,23 @@ class ChangedTestCase(testtools.TestCase):
                 (True, ['test_x']),
         }, upstream_check.changed(PATCH))
 
+    def test_touched_tests_under_a_directory(self):
+        files = {
+            'nova/compute/utils.py': (False, []),
+            'nova/tests/unit/compute/test_utils.py':
+                (False, ['test_a', 'test_b']),
+            'nova/tests/unit/compute/test_new.py': (True, ['test_c']),
+            'nova/tests/functional/test_servers.py': (False, ['test_d']),
+        }
+        self.assertEqual(
+            [r'nova\.tests\.unit\.compute\.test_new\b',
+             r'nova\.tests\.unit\.compute\.test_utils\..*\.'
+             r'(test_a|test_b)$'],
+            upstream_check.touched_tests(files, 'nova/tests/unit/'))
+        self.assertEqual(
+            [r'nova\.tests\.functional\.test_servers\..*\.(test_d)$'],
+            upstream_check.touched_tests(files, 'nova/tests/functional/'))
+
     def test_tests_whose_body_a_hunk_changes(self):
         # A hunk with no def in it or its header: the tree tells which
         # test's body its lines are in.
