@@ -60,7 +60,7 @@ then does the same lookup.
 
 nova's regression test for the bug asserted the leak under a FIXME; it
 now asserts that no allocation is left. The other ways a server deleted
-during its move leaks allocations are the next change's."""
+during its move leaks allocations are the later changes'."""
 
 RECREATE_CLAIM_MESSAGE = """\
 The scheduler's claim for a move is written for the instance consumer.
@@ -98,6 +98,261 @@ after the write and removes it, or is seen by the lookup. This costs one
 instance lookup per cold migration, resize and live migration.
 
 The regression test now asserts that the claim is gone."""
+
+DELETE_MESSAGE = """\
+A server deleted in the middle of a move can leave the allocations its
+migration holds on the source node: a revert not finished yet
+(finish_revert_resize fails on the deleted instance before it moves
+anything back) or a live migration completing
+(post_live_migration_at_destination fails before the source's
+allocations are removed) left the migration consumer there, and the
+resource tracker never heals it. nova's ConsumerGenerationConflictTest
+asserts that leak in four tests.
+
+The compute's delete (_complete_deletion) now also removes the
+allocations of the migrations of the server that may still hold some.
+A migration that ended having released its allocations (confirmed,
+completed, done) is not read, so a delete costs the same whatever the
+server's history; when the source cannot delete them after a confirmed
+resize or a completed live migration (placement unreachable, which the
+report client only logs, or a failure),
+_delete_allocation_after_move records the migration 'error', and the
+delete of the server removes them.
+
+_complete_deletion's callers destroy the record after it, "therefore
+allocation is successfully deleted in placement", but the report client
+only logs a placement it cannot reach: the record was destroyed with
+the allocations left. The allocations of the server and of its
+migrations are now deleted first, and AllocationDeleteFailed is raised
+with the record kept: the user gets an ERROR server it can delete
+again. nova's own delete then finds nothing left (one more request).
+
+The four tests of ConsumerGenerationConflictTest now assert that no
+allocation is left. The API's own delete of a server, when its compute
+is down, is a later change's."""
+
+RECREATE_LOCAL_DELETE_MESSAGE = """\
+When a server's compute service is down, or the server is shelved
+offloaded, the API deletes the server itself (_local_delete). It
+removes the allocations through the report client, which only logs a
+placement it cannot reach, then destroys the record: when placement is
+unreachable, the DELETE answers 204 and the allocations stay, with no
+record left to name them.
+
+This adds a functional regression test of that delete. It asserts the
+leaked allocations under a FIXME; the change that fixes it flips the
+assertion."""
+
+LOCAL_DELETE_MESSAGE = """\
+A delete must complete or fail in a way the user can retry, also when
+placement cannot be reached.
+
+* The API's local delete now deletes the allocations of the server and
+  of its migrations first, and refuses the delete with
+  PlacementUnavailableForDelete (503, the delete can be retried) when
+  that fails, before anything is destroyed. API._delete puts back the
+  task state the DELETE saved (change "Let the user retry a delete that
+  failed or stopped"), so the user can delete the server again, also
+  once its compute is back. An API that dies after the record is
+  destroyed leaves nothing either.
+* The API's confirm-on-delete of a server in VERIFY_RESIZE fails on the
+  source compute when placement is down, and the DELETE answered 500.
+  When placement does not answer the API either, that failure is now
+  PlacementUnavailableForDelete too; a confirm that gets no answer is
+  ConfirmNotAnsweredForDelete.
+
+The regression test now asserts that the DELETE is refused, the server
+left as it was, and that deleting it again once placement is back
+leaves nothing."""
+
+RECREATE_RETRY_MESSAGE = """\
+A DELETE can leave the server behind when a step it depends on failed
+or stopped:
+
+* The API saves the DELETING task state before it casts the delete to
+  the server's compute. When the DELETE stops in between (the nova-api
+  process restarted or killed, the message lost), the server is left in
+  DELETING, and nova ignores every later DELETE of a server in a
+  delete's task state whose compute is up ("already in deleting
+  state"): the server, its guest and its allocations stay until an
+  administrator's reset-state.
+* During a cross-cell resize the server has a copy in each cell, and a
+  DELETE deletes the copy the instance mapping names. When the user
+  reverts the resize and deletes the server before the conductor runs
+  the revert, the revert then points the mapping back at the source
+  cell and shows the copy there again: the deleted server is back,
+  counted in the project's quota usage.
+
+This adds a functional regression test of each. They assert the server
+left behind under a FIXME; the change that fixes it flips them."""
+
+RETRY_MESSAGE = """\
+The API saves the DELETING task state before it casts the delete to
+the server's compute. When the DELETE stops in between (the nova-api
+process restarted or killed, the message lost), the server is left in
+DELETING, and nova ignores every later DELETE of a server in a delete's
+task state whose compute is up ("already in deleting state"): the
+server, its guest and its allocations stay until an administrator's
+reset-state.
+
+This adds a functional regression test that leaves a server in
+DELETING as such a request would and deletes it again. It asserts that
+nothing happens under a FIXME; the change that fixes it flips the
+assertion."""
+
+RETRY_MESSAGE = """\
+A delete must complete or fail in a way the user can retry.
+
+* A delete that failed after it saved the DELETING (or SOFT_DELETING)
+  task state (placement unreachable while the API confirms a resize or
+  deletes the server itself, for example) left the server in it, and
+  every later DELETE of it through its compute was ignored. API._delete
+  now puts the task state back as it was when the delete fails.
+* A delete that stopped between that save and its cast to the compute
+  cannot put anything back: a DELETE of a server in a delete's task
+  state that nothing updated for longer than rpc_response_timeout now
+  sends the delete again.
+* The local delete of a server on no host destroys its record on the
+  condition that it still has no host. An unshelve or a reschedule that
+  put the server on a host in between made Instance.destroy refuse
+  ("host changed"): the DELETE answered 500 and left the server DELETED
+  on its new host. API._delete now reads it again and deletes it as a
+  server on that host; a server whose compute nilled out its host
+  between the API's read and its save of DELETING (a build being
+  rescheduled) is deleted as one that was scheduled, its allocations
+  first (may_have_ports_or_volumes answers True for an instance that
+  has a host).
+* Only a successful cross-cell confirm or revert deletes the copy the
+  resize leaves in the other cell; when one failed, the server went to
+  ERROR with the other copy hidden, and a DELETE removed only the copy
+  the mapping names. A server deleted in VERIFY_RESIZE has such a copy
+  too, which a revert the user asked for before would show again (the
+  regression test). API._delete now
+  also deletes the hidden copy of a server in ERROR or RESIZED once its
+  own delete is done (delete_instance_of_deleted_server, which the
+  cross-cell change uses too).
+
+The regression tests now assert that the server is deleted, in every
+cell, and that nothing is left."""
+
+RECREATE_CONFIRM_MESSAGE = """\
+The API confirms the resize of a server it deletes in VERIFY_RESIZE.
+When the user's own confirmation is still running on the source, the
+delete's confirmation waits for the server's lock, then confirms again
+on the migration status the API had read, fails on the migration
+context the first one dropped, puts the server in ERROR and fails the
+DELETE: the server, its quota usage and its allocations are left.
+
+This adds a functional regression test that deletes the server while
+the user's confirmation holds the lock on the source. It asserts the
+failed DELETE under a FIXME; the change that fixes it flips the
+assertion."""
+
+CONFIRM_MESSAGE = """\
+A delete while the user's confirmation of a resize runs on the source
+must not fail: the delete's own confirmation ran once it had waited for
+the server's lock, on the migration status the API had read before,
+and failed on the dropped migration context.
+
+The source's _confirm_resize now reads the migration again once it
+holds the lock, and returns when it is already confirmed. That is one
+more database read per confirmation.
+
+The regression test now asserts that the DELETE succeeds and nothing
+is left."""
+
+RECREATE_CROSS_CELL_MESSAGE = """\
+The API confirms the resize of a server it deletes in VERIFY_RESIZE,
+also a cross-cell resize the user is confirming already. The first
+confirmation to return from the source makes its task hard-delete the
+source cell's copy of the server with its instance actions; the other,
+which waited for the server's lock on the source, then fails on the
+action it was recorded under (InstanceActionNotFound), its task rolls
+back, the server goes to ERROR and the DELETE answers 500: the server,
+its quota usage and its allocations stay.
+
+This adds a functional regression test that deletes the server while
+the user's cross-cell confirmation holds the lock on the source. It
+asserts the failed DELETE under a FIXME; the change that fixes it flips
+the assertion."""
+
+CROSS_CELL_MESSAGE = """\
+During a cross-cell resize the server has a copy in each cell, and a
+DELETE deletes the copy the instance mapping names. When the user
+reverts the resize and deletes the server before the conductor runs
+the revert, the delete removes the target cell's copy, then the revert
+points the mapping back at the source cell and shows the copy there
+again: the deleted server is back, counted in the project's quota
+usage.
+
+This adds a functional regression test of that sequence, asserting the
+server is back under a FIXME; the change that fixes it flips the
+assertion."""
+
+CROSS_CELL_MESSAGE = """\
+A server deleted during a cross-cell resize must be deleted in both
+cells.
+
+* The tasks that swap the instance mapping (FinishResizeAtDestTask and
+  RevertResizeTask _update_instance_mapping) now look, once the swap is
+  saved, whether the copy they pointed away from is deleted or being
+  deleted, and then delete the other copy as the API would (DELETING, a
+  delete action, terminate_instance on its host); a revert stops there
+  (InstanceDeletedDuringRevert). Before, a delete while the destination
+  finished left the target cell's copy and its guest; a delete before
+  the conductor reverts, whose hidden copy API._delete now deletes, is
+  also stopped by the revert itself.
+* The API confirms a cross-cell resize of a server it deletes in
+  VERIFY_RESIZE also when the user's confirmation is running; the first
+  to return from the source hard-deletes the source cell's copy, and
+  the other then failed (InstanceActionNotFound), was rolled back and
+  failed the DELETE. ConfirmResizeTask, when it fails and the source
+  cell's copy is gone, finishes the confirmation in the target cell
+  instead.
+* For a cross-cell resize the source's 'error' for allocations it could
+  not release is in the source cell, which the conductor hard-deletes:
+  ConfirmResizeTask carries it to the target cell's migration, the one
+  the delete reads.
+
+The regression test now asserts that the DELETE succeeds and nothing
+is left."""
+
+RECREATE_RESTART_MESSAGE = """\
+A move's source records the migration confirmed (or completed) and then
+deletes the allocations the migration consumer holds on its node. A
+source compute service that stops between the two leaves them: the
+resource tracker only considers moves in progress, and a delete of the
+server skips finished migrations, so nothing removes them, during the
+server's life or after.
+
+This adds a functional regression test that stops the source right
+before that release, restarts it and deletes the server. It asserts
+the leaked allocations under a FIXME; the change that fixes it flips
+the assertion."""
+
+RESTART_MESSAGE = """\
+A compute service that stopped in the middle of a step must finish it
+when it starts again, or later, without an operator:
+
+* A source that stops between recording a migration confirmed or
+  completed and removing its allocations removes them when it starts:
+  init_host reads what its nodes hold (one placement request per node)
+  and the finished migrations from this host among those consumers (one
+  query), and records 'error' a migration whose allocations placement
+  does not delete then. A node placement does not return then is read
+  again by a periodic task, _remove_allocations_of_finished_moves_left,
+  every instance_delete_interval until it is read.
+* The compute's reclaim of a soft-deleted server records DELETED and
+  then fails when placement is down: the server stayed listed as
+  DELETED with its allocations, since only init_host completed such a
+  partial deletion. A new periodic task, _complete_partial_deletions,
+  does what init_host does every instance_delete_interval, for the
+  instances of its host still DELETED once read again under their lock;
+  and _complete_partial_deletion now destroys the record only after the
+  allocations are removed, so a completion that fails is retried at the
+  next run.
+
+The regression test now asserts that nothing is left."""
 
 COMMIT_MESSAGE = """\
 Reverting a move no longer gives a deleted server its migration's
@@ -999,9 +1254,97 @@ CLAIM_NOTES = (
 )
 CLAIM_TEST = ('nova/tests/functional/regressions/'
               'test_bug_1848343_claim_after_delete.py')
+RECREATE_CLAIM_SLUG = ('Recreate-bug-1848343-a-live-migration-claim-after-'
+                       'the-delete')
 
 REVERT_NOTE = ('bug-1848343-revert-allocations-deleted-server-'
                '5c1e0d7a2b9f4e61.yaml')
+
+_REGRESSIONS = 'nova/tests/functional/regressions/'
+
+#: The compute's delete: no allocation left for a deleted server's
+#: migrations, and none with its record destroyed.
+DELETE_SLUG = "Remove-a-deleted-server-s-migration-allocations"
+DELETE_TARGETS = (
+    'nova.compute.utils:migrations_of_instance',
+    'nova.compute.utils:delete_allocations_or_raise',
+    'nova.compute.utils:delete_allocations_of_migrations',
+    'nova.compute.manager:ComputeManager._complete_deletion',
+    'nova.compute.manager:ComputeManager._delete_allocation_after_move',
+)
+DELETE_NOTES = ('bug-1848343-delete-during-move-ba69de04f8550a14.yaml',)
+#: A delete that failed or stopped half-way can be sent again.
+RECREATE_RETRY_SLUG = 'Recreate-bug-1848343-servers-a-delete-leaves-behind'
+RETRY_SLUG = 'Let-a-DELETE-remove-what-a-failed-step-left-behind'
+RETRY_TEST = _REGRESSIONS + 'test_bug_1848343_delete_left_behind.py'
+HIDDEN_COPY_TEST = _REGRESSIONS + 'test_bug_1848343_cross_cell_revert.py'
+RETRY_TARGETS = (
+    'nova.conductor.tasks.cross_cell_migrate:'
+    'delete_instance_of_deleted_server',
+    'nova.compute.utils:may_have_ports_or_volumes',
+    'nova.compute.api:API._delete',
+)
+RETRY_NOTES = (
+    'bug-1848343-delete-left-behind-9a2f6e13c7b40d85.yaml',
+    'bug-1848343-delete-host-changed-4e1b8c07d9a3f562.yaml',
+    'bug-1848343-delete-during-reschedule-7d3b1e0a94c2f561.yaml',
+)
+#: The API's own delete while placement is unreachable.
+RECREATE_LOCAL_DELETE_SLUG = ('Recreate-bug-1848343-a-local-delete-with-'
+                              'placement-down')
+LOCAL_DELETE_TEST = (_REGRESSIONS +
+                     'test_bug_1848343_local_delete_placement_down.py')
+LOCAL_DELETE_TARGETS = (
+    'nova.exception:ConfirmNotAnsweredForDelete',
+    'nova.compute.api:API._confirm_resize_on_deleting',
+    'nova.compute.api:API._local_delete',
+)
+LOCAL_DELETE_NOTES = (
+    'bug-1848343-delete-placement-outage-9e2289d1b0983fd1.yaml',)
+#: A delete while the user's confirmation runs on the source.
+RECREATE_CONFIRM_SLUG = 'Recreate-bug-1848343-a-delete-while-a-confirm-runs'
+CONFIRM_TEST = _REGRESSIONS + 'test_bug_1848343_delete_while_confirming.py'
+CONFIRM_TARGETS = ('nova.compute.manager:ComputeManager._confirm_resize',)
+CONFIRM_NOTES = (
+    'bug-1848343-delete-while-confirming-6d2a9e18c4b07f35.yaml',)
+#: A server deleted during a cross-cell resize: both cells' copies.
+RECREATE_CROSS_CELL_SLUG = ('Recreate-bug-1848343-a-delete-while-a-cross-'
+                            'cell-confirm-runs')
+CROSS_CELL_TEST = _REGRESSIONS + 'test_bug_1848343_cross_cell_confirm.py'
+CROSS_CELL_TARGETS = (
+    'nova.exception:InstanceDeletedDuringRevert',
+    'nova.conductor.tasks.cross_cell_migrate:'
+    'FinishResizeAtDestTask._update_instance_mapping',
+    'nova.conductor.tasks.cross_cell_migrate:'
+    'RevertResizeTask._update_instance_mapping',
+    'nova.conductor.tasks.cross_cell_migrate:RevertResizeTask._execute',
+    'nova.conductor.tasks.cross_cell_migrate:ConfirmResizeTask._execute',
+    'nova.conductor.tasks.cross_cell_migrate:'
+    'ConfirmResizeTask._cleanup_source_host',
+    'nova.conductor.tasks.cross_cell_migrate:'
+    'ConfirmResizeTask._finish_confirm_in_target_cell',
+)
+CROSS_CELL_NOTES = (
+    'bug-1848343-cross-cell-delete-0c5b7e93a1d24f68.yaml',
+    'bug-1848343-cross-cell-failed-confirm-revert-2f6c9d41a8e05b73.yaml',
+)
+#: What a compute that stopped mid-step finishes when it starts again.
+RECREATE_RESTART_SLUG = ('Recreate-bug-1848343-a-source-stopped-before-'
+                         'its-release')
+RESTART_TEST = _REGRESSIONS + 'test_bug_1848343_source_restart.py'
+RESTART_TARGETS = (
+    'nova.compute.manager:ComputeManager._remove_allocations_of_finished_'
+    'moves',
+    'nova.compute.manager:ComputeManager.init_host',
+    'nova.compute.manager:ComputeManager._complete_partial_deletion',
+    'nova.compute.manager:ComputeManager._complete_partial_deletions',
+    'nova.compute.manager:'
+    'ComputeManager._remove_allocations_of_finished_moves_left',
+)
+RESTART_NOTES = (
+    'bug-1848343-source-restart-finished-moves-4c7e2a91b05d3f18.yaml',
+    'bug-1848343-complete-partial-deletions-5b0f3c9e71d2a846.yaml',
+)
 
 FIX = registry.Fix(
     bug=1848343,
@@ -1041,6 +1384,42 @@ FIX = registry.Fix(
                     'test_bug_1848343_deleted_moves.'
                     'LiveMigrationClaimAfterDeleteTest.'
                     'test_delete_before_live_migration_claim'),)),
+        registry.NovaTest(
+            LOCAL_DELETE_TEST,
+            'test_bug_1848343_local_delete_placement_down.py',
+            pairs=(('test_retry_while_the_compute_is_down',
+                    'test_delete_faults.'
+                    'LocalDeleteDuringPlacementOutageTest.'
+                    'test_retry_while_the_compute_is_down'),)),
+        registry.NovaTest(
+            RETRY_TEST, 'test_bug_1848343_delete_left_behind.py',
+            pairs=(('test_delete_again',
+                    'test_delete_faults.DeleteLeftByAStoppedRequestTest.'
+                    'test_retry_the_delete'),)),
+        registry.NovaTest(
+            CONFIRM_TEST, 'test_bug_1848343_delete_while_confirming.py',
+            pairs=(('test_delete_while_confirm_resize_runs',
+                    'test_bug_1848343_deleted_moves.'
+                    'DeleteWhileConfirmingTest.'
+                    'test_delete_while_confirm_resize_runs'),)),
+        registry.NovaTest(
+            CROSS_CELL_TEST, 'test_bug_1848343_cross_cell_confirm.py',
+            pairs=(('test_delete_while_cross_cell_confirm_runs',
+                    'test_bug_1848343_cross_cell.'
+                    'CrossCellDeleteWhileConfirmingTest.'
+                    'test_delete_while_cross_cell_confirm_runs'),)),
+        registry.NovaTest(
+            HIDDEN_COPY_TEST, 'test_bug_1848343_cross_cell_revert.py',
+            pairs=(('test_delete_before_cross_cell_revert',
+                    'test_bug_1848343_cross_cell.'
+                    'CrossCellRevertAfterDeleteTest.'
+                    'test_delete_before_cross_cell_revert'),)),
+        registry.NovaTest(
+            RESTART_TEST, 'test_bug_1848343_source_restart.py',
+            pairs=(('test_delete_after_the_source_restarts',
+                    'test_delete_faults.'
+                    'ConfirmSourceRestartsThenDeleteTest.'
+                    'test_delete_after_the_restart'),)),
     ),
     notes=NOTES,
     patch=registry.Patch(
@@ -1071,8 +1450,7 @@ FIX = registry.Fix(
                 notes=(REVERT_NOTE,),
                 needs=()),
             registry.Change(
-                slug='Recreate-bug-1848343-a-live-migration-claim-after-'
-                     'the-delete',
+                slug=RECREATE_CLAIM_SLUG,
                 subject="Recreate bug 1848343: a live migration's claim "
                         'after the delete',
                 body=RECREATE_CLAIM_MESSAGE,
@@ -1089,27 +1467,113 @@ FIX = registry.Fix(
                 test_edits=('claim_tests_have_migration',),
                 nova_tests=(CLAIM_TEST,),
                 notes=CLAIM_NOTES,
-                needs=(REVERT_SLUG, 'Recreate-bug-1848343-a-live-migration-'
-                       'claim-after-the-delete')),
+                needs=(REVERT_SLUG, RECREATE_CLAIM_SLUG)),
             registry.Change(
-                slug='Remove-the-allocations-of-a-server-deleted-during-'
-                     'its-move',
-                subject='Remove the allocations of a server deleted during '
-                        'its move',
-                body=COMMIT_MESSAGE,
-                trailers=('Closes-Bug: #1848343',),
-                targets=tuple(dict.fromkeys(
-                    t.path for t in TARGETS
-                    if t.path not in REVERT_TARGETS + CLAIM_TARGETS)),
+                slug=DELETE_SLUG,
+                subject="Remove a deleted server's migration allocations",
+                body=DELETE_MESSAGE,
+                trailers=('Partial-Bug: #1848343',),
+                targets=DELETE_TARGETS,
                 test_edits=('consumer_conflict_leaks',
-                            'confirm_rollback_failure',
-                            'local_delete_tests_mock_placement',
-                            'confirm_resize_tests_read_migration',
                             'compute_delete_tests_placement_answers',
-                            'usage_tests_placement_answers',
+                            'usage_tests_placement_answers'),
+                notes=DELETE_NOTES,
+                needs=(REVERT_SLUG,)),
+            registry.Change(
+                slug=RECREATE_RETRY_SLUG,
+                subject='Recreate bug 1848343: servers a delete leaves '
+                        'behind',
+                body=RECREATE_RETRY_MESSAGE,
+                trailers=('Related-Bug: #1848343',),
+                recreates=(RETRY_TEST, HIDDEN_COPY_TEST),
+                needs=()),
+            registry.Change(
+                slug=RETRY_SLUG,
+                subject='Let a DELETE remove what a failed step left behind',
+                body=RETRY_MESSAGE,
+                trailers=('Partial-Bug: #1848343',),
+                targets=RETRY_TARGETS,
+                nova_tests=(RETRY_TEST, HIDDEN_COPY_TEST),
+                notes=RETRY_NOTES,
+                needs=(RECREATE_RETRY_SLUG,)),
+            registry.Change(
+                slug=RECREATE_LOCAL_DELETE_SLUG,
+                subject='Recreate bug 1848343: a local delete with '
+                        'placement down',
+                body=RECREATE_LOCAL_DELETE_MESSAGE,
+                trailers=('Related-Bug: #1848343',),
+                recreates=(LOCAL_DELETE_TEST,),
+                needs=()),
+            registry.Change(
+                slug='Refuse-a-local-delete-while-placement-is-'
+                     'unreachable',
+                subject='Refuse a local delete while placement is '
+                        'unreachable',
+                body=LOCAL_DELETE_MESSAGE,
+                trailers=('Partial-Bug: #1848343',),
+                targets=LOCAL_DELETE_TARGETS,
+                test_edits=('local_delete_tests_mock_placement',),
+                nova_tests=(LOCAL_DELETE_TEST,),
+                notes=LOCAL_DELETE_NOTES,
+                needs=(RECREATE_LOCAL_DELETE_SLUG, DELETE_SLUG, RETRY_SLUG)),
+            registry.Change(
+                slug=RECREATE_CONFIRM_SLUG,
+                subject='Recreate bug 1848343: a delete while a confirm '
+                        'runs',
+                body=RECREATE_CONFIRM_MESSAGE,
+                trailers=('Related-Bug: #1848343',),
+                recreates=(CONFIRM_TEST,),
+                needs=()),
+            registry.Change(
+                slug='Skip-a-confirm-another-has-completed-on-the-source',
+                subject='Skip a confirm another has completed on the source',
+                body=CONFIRM_MESSAGE,
+                trailers=('Partial-Bug: #1848343',),
+                targets=CONFIRM_TARGETS,
+                test_edits=('confirm_resize_tests_read_migration',),
+                nova_tests=(CONFIRM_TEST,),
+                notes=CONFIRM_NOTES,
+                needs=(RECREATE_CONFIRM_SLUG,)),
+            registry.Change(
+                slug=RECREATE_CROSS_CELL_SLUG,
+                subject='Recreate bug 1848343: a delete while a cross-cell '
+                        'confirm runs',
+                body=RECREATE_CROSS_CELL_MESSAGE,
+                trailers=('Related-Bug: #1848343',),
+                recreates=(CROSS_CELL_TEST,),
+                needs=()),
+            registry.Change(
+                slug='Delete-both-copies-of-a-server-deleted-in-a-cross-'
+                     'cell-resize',
+                subject='Delete both copies of a server deleted in a '
+                        'cross-cell resize',
+                body=CROSS_CELL_MESSAGE,
+                trailers=('Partial-Bug: #1848343',),
+                targets=CROSS_CELL_TARGETS,
+                test_edits=('confirm_rollback_failure',
                             'confirm_task_tests_read_migrations'),
-                notes=tuple(n for n in NOTES
-                            if n not in (REVERT_NOTE,) + CLAIM_NOTES)),
+                nova_tests=(CROSS_CELL_TEST,),
+                notes=CROSS_CELL_NOTES,
+                needs=(RECREATE_CROSS_CELL_SLUG,)),
+            registry.Change(
+                slug=RECREATE_RESTART_SLUG,
+                subject='Recreate bug 1848343: a source stopped before its '
+                        'release',
+                body=RECREATE_RESTART_MESSAGE,
+                trailers=('Related-Bug: #1848343',),
+                recreates=(RESTART_TEST,),
+                needs=()),
+            registry.Change(
+                slug='Finish-the-releases-and-deletes-a-stopped-compute-'
+                     'left',
+                subject='Finish the releases and deletes a stopped compute '
+                        'left',
+                body=RESTART_MESSAGE,
+                trailers=('Closes-Bug: #1848343',),
+                targets=RESTART_TARGETS,
+                nova_tests=(RESTART_TEST,),
+                notes=RESTART_NOTES,
+                needs=(RECREATE_RESTART_SLUG,)),
         ),
     ),
 )
