@@ -1421,6 +1421,15 @@ FIX = registry.Fix(
                     'ConfirmSourceRestartsThenDeleteTest.'
                     'test_delete_after_the_restart'),)),
     ),
+    unit_tests=(
+        registry.NovaUnitTests(
+            'nova/tests/unit/scheduler/client/test_report.py',
+            'report_move_allocations.py'),
+        registry.NovaUnitTests('nova/tests/unit/compute/test_utils.py',
+                               'compute_utils_revert.py'),
+        registry.NovaUnitTests('nova/tests/unit/compute/test_utils.py',
+                               'compute_utils_delete.py'),
+    ),
     notes=NOTES,
     patch=registry.Patch(
         slug='Do-not-leak-allocations-reverting-a-deleted-server-s-move',
@@ -1448,6 +1457,8 @@ FIX = registry.Fix(
                 test_edits=('flip_1848343_fixme',
                             'revert_allocation_assertions'),
                 notes=(REVERT_NOTE,),
+                unit_tests=('report_move_allocations.py',
+                            'compute_utils_revert.py'),
                 needs=()),
             registry.Change(
                 slug=RECREATE_CLAIM_SLUG,
@@ -1478,6 +1489,7 @@ FIX = registry.Fix(
                             'compute_delete_tests_placement_answers',
                             'usage_tests_placement_answers'),
                 notes=DELETE_NOTES,
+                unit_tests=('compute_utils_delete.py',),
                 needs=(REVERT_SLUG,)),
             registry.Change(
                 slug=RECREATE_RETRY_SLUG,
