@@ -232,6 +232,18 @@ class NovaUnitTests:
 
 
 @dataclasses.dataclass(frozen=True)
+class NovaDoc:
+    """A page the patch adds to nova's documentation (``path``), written
+    for it (doc/nova_side/<source>), and listed in the toctree of
+    ``index`` (a page of nova's) after its entry ``after``.
+    """
+    path: str
+    source: str
+    index: str
+    after: str
+
+
+@dataclasses.dataclass(frozen=True)
 class Change:
     """One upstream change of a fix whose patch is split (nova's reviewers
     take one concern per change, and a packager may take one change and
@@ -269,6 +281,8 @@ class Change:
     notes: tuple = ()
     #: NovaUnitTests.source of the unit tests it adds.
     unit_tests: tuple = ()
+    #: NovaDoc.path of the documentation pages it adds.
+    docs: tuple = ()
     #: Slugs of the changes it needs applied first besides what the
     #: exporter finds (the new names its code uses, the context its hunks
     #: need). None: every earlier change of its fix.
@@ -321,6 +335,8 @@ class Fix:
     nova_tests: tuple = ()
     #: NovaUnitTests: the unit tests its patch adds to nova's modules.
     unit_tests: tuple = ()
+    #: NovaDoc: the pages its patch adds to nova's documentation.
+    docs: tuple = ()
     #: nova's own tests (ids) that assert this bug under a FIXME: with the
     #: fix they must fail on that assertion (tests/nova_intree).
     nova_flips: tuple = ()

@@ -50,6 +50,8 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
 RELEASENOTES = os.path.join(REPO_ROOT, 'releasenotes', 'notes')
 #: The nova-side regression tests the patches add (registry.NovaTest).
 NOVA_SIDE_TESTS = os.path.join(REPO_ROOT, 'tests', 'nova_side')
+#: The pages the patches add to nova's documentation (registry.NovaDoc).
+NOVA_SIDE_DOCS = os.path.join(REPO_ROOT, 'doc', 'nova_side')
 
 
 def fix_files(fix):
@@ -64,6 +66,7 @@ def fix_files(fix):
     paths += ['tests/nova_side/' + test.source for test in fix.nova_tests]
     paths += ['tests/nova_side/unit/' + test.source
               for test in fix.unit_tests]
+    paths += ['doc/nova_side/' + doc.source for doc in fix.docs]
     return sorted(set(paths))
 
 
@@ -296,6 +299,7 @@ def parts_of(fix):
         ('nova-side test', 'nova_tests', [t.path for t in fix.nova_tests]),
         ('note', 'notes', list(fix.notes)),
         ('unit tests', 'unit_tests', [t.source for t in fix.unit_tests]),
+        ('documentation page', 'docs', [d.path for d in fix.docs]),
     )
     for kind, field, known in kinds:
         taken = {}
@@ -321,7 +325,8 @@ def parts_of(fix):
     for k, change in enumerate(plan.changes):
         if change.recreates and (change.targets or change.conf_modules or
                                  change.test_edits or change.nova_tests or
-                                 change.notes or change.unit_tests):
+                                 change.notes or change.unit_tests or
+                                 change.docs):
             raise errors.ExportError(
                 '%s: its recreate change %s carries more than the tests '
                 'recreating the bug' % (fix.name, change.slug))
@@ -457,6 +462,16 @@ def _export_part(fix, plan, change, files, records):
         with open(origin, encoding='utf-8') as f:
             changes[test.path] = append_unit_tests(
                 view[test.path], f.read(), test.path, origin)
+    for doc in carried(fix.docs, 'docs', lambda d: d.path):
+        if doc.path in view:
+            raise errors.ExportError('the nova tree already has %s'
+                                     % doc.path)
+        if doc.index not in view:
+            raise errors.ExportError('the nova tree has no %s' % doc.index)
+        with open(os.path.join(NOVA_SIDE_DOCS, doc.source),
+                  encoding='utf-8') as f:
+            changes[doc.path] = f.read()
+        changes[doc.index] = add_to_toctree(view[doc.index], doc)
     for path, origin, recreate in added:
         with open(origin, encoding='utf-8') as f:
             text = f.read()
@@ -476,6 +491,28 @@ def _export_part(fix, plan, change, files, records):
               for path in changes}
     return _Part(fix, plan, change, changes, before, uses,
                  {t.path for t in targets if t.new})
+
+
+def add_to_toctree(text, doc):
+    """The text of nova's page ``doc.index`` with ``doc``'s page listed
+    in a toctree, on the line after its entry ``doc.after``, indented as
+    that entry is.
+    """
+    lines = text.splitlines(True)
+    entry = os.path.splitext(os.path.relpath(
+        doc.path, os.path.dirname(doc.index)))[0]
+    in_toctree = False
+    for number, line in enumerate(lines):
+        if line.startswith('.. toctree::'):
+            in_toctree = True
+        elif line.strip() and not line[0].isspace():
+            in_toctree = False
+        if in_toctree and line.strip() == doc.after:
+            indent = line[:len(line) - len(line.lstrip())]
+            lines.insert(number + 1, indent + entry + '\n')
+            return ''.join(lines)
+    raise errors.ExportError('%s has no toctree entry %s to list %s after'
+                             % (doc.index, doc.after, doc.path))
 
 
 def append_unit_tests(module, source, path, name):

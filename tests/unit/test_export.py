@@ -621,6 +621,7 @@ class _Fix(object):
         self.notes = notes
         self.nova_tests = nova_tests
         self.unit_tests = unit_tests
+        self.docs = ()
 
 
 SPLIT_PLAN = registry.Patch(
@@ -748,6 +749,46 @@ class AppendUnitTestsTestCase(testtools.TestCase):
                               NOVA_UNIT_MODULE, 'from nova import test\n',
                               'm.py', 'u.py')
         self.assertIn('u.py has no test to add to m.py', str(e))
+
+
+NOVA_ADMIN_INDEX = """\
+Admin guide
+===========
+
+.. toctree::
+   :maxdepth: 2
+
+   services
+   notifications
+
+Troubleshooting
+---------------
+
+.. toctree::
+
+   evacuate
+"""
+
+
+class AddToToctreeTestCase(testtools.TestCase):
+
+    def doc(self, after):
+        return registry.NovaDoc('doc/source/admin/orphans.rst', 'o.rst',
+                                'doc/source/admin/index.rst', after)
+
+    def test_listed_after_its_entry(self):
+        self.assertEqual(
+            NOVA_ADMIN_INDEX.replace('   notifications\n',
+                                     '   notifications\n   orphans\n'),
+            patch.add_to_toctree(NOVA_ADMIN_INDEX,
+                                 self.doc('notifications')))
+
+    def test_an_entry_no_toctree_has_is_refused(self):
+        for after in ('Troubleshooting', 'vendordata'):
+            e = self.assertRaises(errors.ExportError, patch.add_to_toctree,
+                                  NOVA_ADMIN_INDEX, self.doc(after))
+            self.assertIn('doc/source/admin/index.rst has no toctree entry '
+                          '%s' % after, str(e))
 
 
 RECREATE_TEXT = """\
