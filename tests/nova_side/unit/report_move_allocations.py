@@ -100,8 +100,8 @@ class TestMoveAllocationsToExistingConsumer(test.NoDBTestCase):
                 {'errors': [{'code': 'placement.concurrent_update',
                              'detail': detail}]}))
 
-    def _gets(self, *datas):
-        self.mock_get.side_effect = [self._get_rsp(d) for d in datas]
+    def _gets(self, *bodies):
+        self.mock_get.side_effect = [self._get_rsp(d) for d in bodies]
 
     def _assert_gets(self, *consumers):
         self.assertEqual(
