@@ -59,11 +59,13 @@ Nothing reads the options yet; the group is registered and listed for
 the sample configuration."""
 
 NOTE_MESSAGE = """\
-The release note of the orphan instances periodic task: what it finds,
-its safe default (log), what stop and reap do and do not do (reap
-keeps disks, volumes and ports), and how it decides in the
-superconductor layout, where the cell conductors cannot read the API
-database."""
+Operators need to know what the orphan instances periodic task does
+before they change its default. This adds its release note and a page
+of the admin guide, listed under Maintenance: what the task takes for an
+orphan and what it leaves alone, its options and their safe defaults
+(log only; what stop and reap do and do not do: reap keeps disks,
+volumes and ports), what a run logs, and how it decides where the
+compute cannot read the API database (the superconductor layout)."""
 
 FIX = registry.Fix(
     bug='orphans',
@@ -112,13 +114,16 @@ FIX = registry.Fix(
             )),
     ),
     notes=('orphan-instances-periodic-task-8d41c6f0a97e2b35.yaml',),
+    docs=(registry.NovaDoc('doc/source/admin/orphan-instances.rst',
+                           'orphan-instances.rst',
+                           'doc/source/admin/index.rst', 'support-compute'),),
     patch=registry.Patch(
         slug='Add-a-periodic-task-for-orphan-instances',
         subject='Add a periodic task for orphan instances',
         body=COMMIT_MESSAGE,
         conf_modules=('nova_fixes.nova.conf.orphan_instances',),
         # As nova's reviewers take a new feature: its options, the task
-        # with its tests, its release note (the spec:
+        # with its tests, its documentation (the spec:
         # patches/master/specs/orphan-instances.rst).
         changes=(
             registry.Change(
@@ -135,11 +140,12 @@ FIX = registry.Fix(
                 nova_tests=('nova/tests/functional/compute/'
                             'test_orphan_instances.py',)),
             registry.Change(
-                slug='Add-a-release-note-for-the-orphan-instances-task',
-                subject='Add a release note for the orphan instances task',
+                slug='Document-the-orphan-instances-task',
+                subject='Document the orphan instances task',
                 body=NOTE_MESSAGE,
                 notes=('orphan-instances-periodic-task-'
-                       '8d41c6f0a97e2b35.yaml',)),
+                       '8d41c6f0a97e2b35.yaml',),
+                docs=('doc/source/admin/orphan-instances.rst',)),
         ),
     ),
 )
