@@ -1027,8 +1027,12 @@ class RealSplitTestCase(testtools.TestCase):
         self.assertEqual(
             ['Add the [orphan_instances] configuration options',
              'Add a periodic task for orphan instances',
-             'Add a release note for the orphan instances task'],
+             'Document the orphan instances task'],
             [c.subject for c in changes])
+        # Its documentation: the release note and nova's admin guide page.
+        self.assertEqual((orphans.FIX.notes, ('doc/source/admin/'
+                                              'orphan-instances.rst',)),
+                         (changes[2].notes, changes[2].docs))
         for change in changes:
             self.assertLessEqual(len(change.subject), 72)
 
