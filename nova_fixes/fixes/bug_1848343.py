@@ -700,22 +700,16 @@ LOCAL_DELETE_TESTS = (
 )
 
 
-def local_delete_tests_mock_placement(files):
-    """Give nova's unit tests of the local delete a placement, and expect
-    the task state put back when a soft delete fails.
+def soft_delete_rollback_puts_task_state_back(files):
+    """Expect the task state put back when a soft delete fails: nova's
+    test_delete_soft_rollback asserted one save (the delete's).
     """
     path = 'nova/tests/unit/compute/test_api.py'
 
     def edit(text):
         lines = text.splitlines(True)
-        tree = ast.parse(text)
-        funcs = []
-        for name in LOCAL_DELETE_TESTS:
-            func = edits.function(tree, name)
-            if func is None:
-                raise errors.ExportError('%s: no test %s' % (path, name))
-            funcs.append(func)
-        rollback = edits.function(tree, 'test_delete_soft_rollback')
+        rollback = edits.function(ast.parse(text),
+                                  'test_delete_soft_rollback')
         last = rollback.body[-1] if rollback else None
         if last is None or ast.get_source_segment(
                 text, last) != 'mock_save.assert_called_once_with()':
@@ -729,6 +723,27 @@ def local_delete_tests_mock_placement(files):
             "%s    mock.call(),\n"
             "%s    mock.call(expected_task_state=['soft-deleting'])])\n"
             % (indent, indent, indent, indent))
+        return ''.join(lines)
+
+    return edits.edit_python(files, path, edit)
+
+
+def local_delete_tests_mock_placement(files):
+    """Give nova's unit tests of the local delete a placement: it now
+    deletes the allocations of the server and its migrations first, and
+    refuses the delete when placement does not answer.
+    """
+    path = 'nova/tests/unit/compute/test_api.py'
+
+    def edit(text):
+        lines = text.splitlines(True)
+        tree = ast.parse(text)
+        funcs = []
+        for name in LOCAL_DELETE_TESTS:
+            func = edits.function(tree, name)
+            if func is None:
+                raise errors.ExportError('%s: no test %s' % (path, name))
+            funcs.append(func)
         for func in sorted(funcs, key=lambda f: -f.lineno):
             indent = ' ' * func.col_offset
             at = (func.decorator_list[0].lineno if func.decorator_list
@@ -1438,6 +1453,7 @@ FIX = registry.Fix(
         trailers=('Closes-Bug: #1848343',),
         test_edits=(flip_1848343_fixme, consumer_conflict_leaks,
                     revert_allocation_assertions, confirm_rollback_failure,
+                    soft_delete_rollback_puts_task_state_back,
                     local_delete_tests_mock_placement,
                     confirm_resize_tests_read_migration,
                     compute_delete_tests_placement_answers,
@@ -1505,6 +1521,7 @@ FIX = registry.Fix(
                 body=RETRY_MESSAGE,
                 trailers=('Partial-Bug: #1848343',),
                 targets=RETRY_TARGETS,
+                test_edits=('soft_delete_rollback_puts_task_state_back',),
                 nova_tests=(RETRY_TEST, HIDDEN_COPY_TEST),
                 notes=RETRY_NOTES,
                 needs=(RECREATE_RETRY_SLUG,)),
