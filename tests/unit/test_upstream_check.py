@@ -94,6 +94,28 @@ class ChangedTestCase(testtools.TestCase):
             [r'nova\.tests\.functional\.test_servers\..*\.(test_d)$'],
             upstream_check.touched_tests(files, 'nova/tests/functional/'))
 
+    def test_discovery_in_the_deepest_directory_of_the_modules(self):
+        files = {
+            'nova/compute/utils.py': (False, []),
+            'nova/tests/unit/compute/test_utils.py': (False, ['test_a']),
+            'nova/tests/unit/compute/test_api.py': (False, []),
+            'nova/tests/unit/conductor/tasks/test_migrate.py':
+                (True, []),
+            'nova/tests/functional/regressions/test_bug_1.py':
+                (True, ['test_x']),
+        }
+        unit = upstream_check.touched_modules(files, 'nova/tests/unit/')
+        self.assertEqual(['nova.tests.unit.compute.test_utils',
+                          'nova.tests.unit.conductor.tasks.test_migrate'],
+                         unit)
+        self.assertEqual('./nova/tests/unit', upstream_check.test_dir(unit))
+        self.assertEqual('./nova/tests/unit/compute', upstream_check.test_dir(
+            ['nova.tests.unit.compute.test_utils']))
+        self.assertEqual(
+            './nova/tests/functional/regressions',
+            upstream_check.test_dir(upstream_check.touched_modules(
+                files, 'nova/tests/functional/')))
+
     def test_tests_whose_body_a_hunk_changes(self):
         # A hunk with no def in it or its header: the tree tells which
         # test's body its lines are in.
