@@ -187,20 +187,6 @@ This adds a functional regression test of each. They assert the server
 left behind under a FIXME; the change that fixes it flips them."""
 
 RETRY_MESSAGE = """\
-The API saves the DELETING task state before it casts the delete to
-the server's compute. When the DELETE stops in between (the nova-api
-process restarted or killed, the message lost), the server is left in
-DELETING, and nova ignores every later DELETE of a server in a delete's
-task state whose compute is up ("already in deleting state"): the
-server, its guest and its allocations stay until an administrator's
-reset-state.
-
-This adds a functional regression test that leaves a server in
-DELETING as such a request would and deletes it again. It asserts that
-nothing happens under a FIXME; the change that fixes it flips the
-assertion."""
-
-RETRY_MESSAGE = """\
 A delete must complete or fail in a way the user can retry.
 
 * A delete that failed after it saved the DELETING (or SOFT_DELETING)
@@ -211,7 +197,10 @@ A delete must complete or fail in a way the user can retry.
 * A delete that stopped between that save and its cast to the compute
   cannot put anything back: a DELETE of a server in a delete's task
   state that nothing updated for longer than rpc_response_timeout now
-  sends the delete again.
+  sends the delete again. A DELETE nova ignores as one under way (its
+  compute is up) is now ignored before the API saves the server, whose
+  save refreshed updated_at: otherwise a client retrying sooner than
+  rpc_response_timeout would put the second delete off for good.
 * The local delete of a server on no host destroys its record on the
   condition that it still has no host. An unshelve or a reschedule that
   put the server on a host in between made Instance.destroy refuse

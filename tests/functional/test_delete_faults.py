@@ -869,10 +869,11 @@ class DeleteLeftByAStoppedRequestTest(_DeleteFaultsTestBase):
        again: nothing is left of the server, no guest either.
     """
 
-    def test_retry_the_delete(self):
-        server, _source, _target = self._create_server()
-        left = timeutils.utcnow() - datetime.timedelta(
-            seconds=CONF.rpc_response_timeout + 60)
+    def _leave_deleting(self, server, seconds_ago):
+        """What a DELETE that stopped ``seconds_ago`` leaves: the server in
+        task_state 'deleting', last updated then.
+        """
+        left = timeutils.utcnow() - datetime.timedelta(seconds=seconds_ago)
         for cctxt in self._cell_contexts():
             try:
                 instance = objects.Instance.get_by_uuid(cctxt, server['id'])
@@ -883,11 +884,46 @@ class DeleteLeftByAStoppedRequestTest(_DeleteFaultsTestBase):
             instance.save()
             instance.refresh()
             self.assertEqual('deleting', instance.task_state)
-            self.assertTrue(timeutils.is_older_than(
-                instance.updated_at, CONF.rpc_response_timeout))
-            break
-        else:
-            self.fail('no cell holds the server')
+            return instance
+        self.fail('no cell holds the server')
+
+    def test_retries_inside_the_window_do_not_put_it_off(self):
+        """A client that retries sooner than [DEFAULT]rpc_response_timeout
+        gets the server deleted once that long has passed since the
+        stopped DELETE, not since its last retry.
+
+        nova's delete saves the instance before it ignores a DELETE of a
+        server in 'deleting', which refreshed updated_at: each retry
+        restarted the wait, and a client retrying every 30 s never had
+        the server deleted. The test shortens the window rather than
+        wait for it: the stopped DELETE is 40 s old and the window 60 s;
+        a retry is ignored (the delete may still be under way); then the
+        window is made 30 s, which 40 s exceed unless the retry put the
+        server's clock back.
+        """
+        self.flags(rpc_response_timeout=60)
+        server, _source, _target = self._create_server()
+        instance = self._leave_deleting(server, 40)
+        stopped_at = instance.updated_at
+        self.api.api_delete('/servers/%s' % server['id'],
+                            check_response_status=[204])
+        instance.refresh()
+        self.assertEqual('deleting', instance.task_state,
+                         'a DELETE inside the window was not ignored')
+        self.assertEqual(stopped_at, instance.updated_at,
+                         'the ignored DELETE saved the server: each retry '
+                         'restarts the wait for a stopped delete')
+        self.flags(rpc_response_timeout=30)
+        self.assert_retry_deletes(server)
+        self.assert_server_left_nothing(server)
+        self.assert_no_guest_left(server)
+
+    def test_retry_the_delete(self):
+        server, _source, _target = self._create_server()
+        instance = self._leave_deleting(server,
+                                        CONF.rpc_response_timeout + 60)
+        self.assertTrue(timeutils.is_older_than(
+            instance.updated_at, CONF.rpc_response_timeout))
         self.assert_retry_deletes(server)
         self.assert_server_left_nothing(server)
         self.assert_no_guest_left(server)

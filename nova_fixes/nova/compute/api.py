@@ -229,7 +229,9 @@ def _delete(self, context, instance, delete_type, cb, **instance_attrs):
 
     A server left in a delete's task state by a delete that stopped
     before it reached the compute (_delete_left_behind) is deleted again
-    rather than ignored. A server whose host changed under a local
+    rather than ignored; a DELETE of a server whose delete is under way
+    is ignored before it saves anything (_delete_under_way), so that
+    retries do not put that off. A server whose host changed under a local
     delete is deleted on its new host (_delete_on_its_new_host). And a
     server that a cross-cell resize which failed or stopped left with a
     hidden copy in another cell (_hidden_copies) has that copy deleted
@@ -243,6 +245,10 @@ def _delete(self, context, instance, delete_type, cb, **instance_attrs):
                     CONF.rpc_response_timeout, instance=instance)
         # nova's delete ignores a server in a delete's task state.
         instance.task_state = None
+    elif _delete_under_way(self, context, instance, task_state):
+        LOG.info('Instance is already in deleting state, ignoring this '
+                 'request', instance=instance)
+        return None
     hidden = (_hidden_copies(context, instance)
               if delete_type == 'delete' else [])
     try:
@@ -293,6 +299,31 @@ def _delete_left_behind(instance, task_state):
                   if instance.obj_attr_is_set('updated_at') else None)
     return (updated_at is not None and
             timeutils.is_older_than(updated_at, CONF.rpc_response_timeout))
+
+
+def _delete_under_way(compute_api, context, instance, task_state):
+    """Whether nova's delete would ignore this DELETE as one under way:
+    the server is in a delete's task state on a host whose compute is up.
+
+    nova's API._delete decides that only after it has saved the instance
+    (the request's task state, progress 0), and that save refreshes
+    updated_at: each ignored DELETE restarted the time _delete_left_behind
+    waits for, so that a client retrying more often than
+    [DEFAULT]rpc_response_timeout never had a server a stopped delete left
+    behind deleted. Decided here first, with the same lookups, the
+    request is ignored with nothing saved. A server on no host, or whose
+    compute is down or unknown, goes on to nova's delete (a local one).
+    """
+    if (task_state not in (task_states.DELETING,
+                           task_states.SOFT_DELETING) or
+            not instance.obj_attr_is_set('host') or not instance.host):
+        return False
+    try:
+        service = objects.Service.get_by_compute_host(context.elevated(),
+                                                      instance.host)
+    except exception.ComputeHostNotFound:
+        return False
+    return compute_api.servicegroup_api.service_is_up(service)
 
 
 def _delete_on_its_new_host(compute_api, context, instance, delete_type,

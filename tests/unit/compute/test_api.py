@@ -380,7 +380,8 @@ class DeleteTestCase(testtools.TestCase):
             self.assertEqual([None], seen)
             self.log.warning.assert_called()
 
-    def test_delete_under_way_is_left_to_nova(self):
+    def test_delete_on_no_host_under_way_is_left_to_nova(self):
+        # nova deletes it locally: not a delete it would ignore.
         timeout = api.CONF.rpc_response_timeout
         self._left('deleting', timeout - 5)
         seen = []
@@ -390,6 +391,58 @@ class DeleteTestCase(testtools.TestCase):
         self._delete()
         self.assertEqual(['deleting'], seen)
         self.log.warning.assert_not_called()
+
+    def _under_way_on_a_host(self, task_state='deleting'):
+        self.instance.host = 'compute1'
+        self._left(task_state, api.CONF.rpc_response_timeout - 5)
+        ctxt = mock.Mock()
+        get = mock.patch.object(objects.Service, 'get_by_compute_host').start()
+        return ctxt, get
+
+    def _ignored_before_saving(self, task_state):
+        ctxt, get = self._under_way_on_a_host(task_state)
+        self.compute_api.servicegroup_api.service_is_up.return_value = True
+        self.assertIsNone(api._delete(self.compute_api, ctxt, self.instance,
+                                      'delete', mock.sentinel.cb,
+                                      task_state='deleting'))
+        get.assert_called_once_with(ctxt.elevated.return_value, 'compute1')
+        self.compute_api.servicegroup_api.service_is_up.assert_called_with(
+            get.return_value)
+        # Neither nova's delete nor a save: updated_at stays what the
+        # delete under way left, for _delete_left_behind to read.
+        self.original.assert_not_called()
+        self.save.assert_not_called()
+        self.assertEqual(task_state, self.instance.task_state)
+        self.log.info.assert_called_once()
+
+    def test_delete_under_way_is_ignored_before_saving(self):
+        self._ignored_before_saving('deleting')
+
+    def test_soft_delete_under_way_is_ignored_before_saving(self):
+        self._ignored_before_saving('soft-deleting')
+
+    def test_delete_under_way_on_a_compute_down_is_left_to_nova(self):
+        ctxt, get = self._under_way_on_a_host()
+        self.compute_api.servicegroup_api.service_is_up.return_value = False
+        api._delete(self.compute_api, ctxt, self.instance, 'delete',
+                    mock.sentinel.cb, task_state='deleting')
+        # nova's delete deletes it locally.
+        self.original.assert_called_once()
+
+    def test_delete_under_way_on_an_unknown_host_is_left_to_nova(self):
+        ctxt, get = self._under_way_on_a_host()
+        get.side_effect = exception.ComputeHostNotFound(host='compute1')
+        api._delete(self.compute_api, ctxt, self.instance, 'delete',
+                    mock.sentinel.cb, task_state='deleting')
+        self.original.assert_called_once()
+        self.compute_api.servicegroup_api.service_is_up.assert_not_called()
+
+    def test_other_task_states_are_not_looked_up(self):
+        ctxt, get = self._under_way_on_a_host(task_state='migrating')
+        api._delete(self.compute_api, ctxt, self.instance, 'delete',
+                    mock.sentinel.cb, task_state='deleting')
+        get.assert_not_called()
+        self.original.assert_called_once()
 
     def test_only_a_delete_task_state_is_left_behind(self):
         for task_state in (None, 'migrating', 'resize_prep', 'spawning'):
