@@ -1350,6 +1350,13 @@ RESTART_NOTES = (
     'bug-1848343-complete-partial-deletions-5b0f3c9e71d2a846.yaml',
 )
 
+#: nova's unit test modules the changes add tests to (registry.
+#: NovaUnitTests), beside nova's own tests of the same code.
+COMPUTE_MANAGER_UNIT = 'nova/tests/unit/compute/test_compute_mgr.py'
+API_UNIT = 'nova/tests/unit/compute/test_api.py'
+MIGRATE_UNIT = 'nova/tests/unit/conductor/tasks/test_migrate.py'
+CROSS_CELL_UNIT = 'nova/tests/unit/conductor/tasks/test_cross_cell_migrate.py'
+
 FIX = registry.Fix(
     bug=1848343,
     title='Reverting migration-based allocations leaks allocations if '
@@ -1431,8 +1438,28 @@ FIX = registry.Fix(
             'report_move_allocations.py'),
         registry.NovaUnitTests('nova/tests/unit/compute/test_utils.py',
                                'compute_utils_revert.py'),
+        registry.NovaUnitTests(COMPUTE_MANAGER_UNIT, 'compute_mgr_revert.py'),
+        registry.NovaUnitTests(MIGRATE_UNIT, 'conductor_migrate_revert.py'),
+        registry.NovaUnitTests(MIGRATE_UNIT, 'conductor_migrate_claim.py'),
+        registry.NovaUnitTests(
+            'nova/tests/unit/conductor/tasks/test_live_migrate.py',
+            'conductor_live_migrate_claim.py'),
+        registry.NovaUnitTests(COMPUTE_MANAGER_UNIT, 'compute_mgr_claim.py'),
         registry.NovaUnitTests('nova/tests/unit/compute/test_utils.py',
                                'compute_utils_delete.py'),
+        registry.NovaUnitTests(COMPUTE_MANAGER_UNIT, 'compute_mgr_delete.py'),
+        registry.NovaUnitTests(CROSS_CELL_UNIT,
+                               'cross_cell_delete_hidden_copy.py'),
+        registry.NovaUnitTests('nova/tests/unit/compute/test_utils.py',
+                               'compute_utils_ports_or_volumes.py'),
+        registry.NovaUnitTests(API_UNIT, 'compute_api_delete_left_behind.py'),
+        registry.NovaUnitTests(API_UNIT, 'compute_api_local_delete.py'),
+        registry.NovaUnitTests(COMPUTE_MANAGER_UNIT,
+                               'compute_mgr_confirm.py'),
+        registry.NovaUnitTests(CROSS_CELL_UNIT,
+                               'cross_cell_deleted_server.py'),
+        registry.NovaUnitTests(COMPUTE_MANAGER_UNIT,
+                               'compute_mgr_finish_left.py'),
     ),
     notes=NOTES,
     patch=registry.Patch(
@@ -1463,7 +1490,9 @@ FIX = registry.Fix(
                             'revert_allocation_assertions'),
                 notes=(REVERT_NOTE,),
                 unit_tests=('report_move_allocations.py',
-                            'compute_utils_revert.py'),
+                            'compute_utils_revert.py',
+                            'compute_mgr_revert.py',
+                            'conductor_migrate_revert.py'),
                 needs=()),
             registry.Change(
                 slug=RECREATE_CLAIM_SLUG,
@@ -1483,6 +1512,9 @@ FIX = registry.Fix(
                 test_edits=('claim_tests_have_migration',),
                 nova_tests=(CLAIM_TEST,),
                 notes=CLAIM_NOTES,
+                unit_tests=('conductor_migrate_claim.py',
+                            'conductor_live_migrate_claim.py',
+                            'compute_mgr_claim.py'),
                 needs=(REVERT_SLUG, RECREATE_CLAIM_SLUG)),
             registry.Change(
                 slug=DELETE_SLUG,
@@ -1494,7 +1526,8 @@ FIX = registry.Fix(
                             'compute_delete_tests_placement_answers',
                             'usage_tests_placement_answers'),
                 notes=DELETE_NOTES,
-                unit_tests=('compute_utils_delete.py',),
+                unit_tests=('compute_utils_delete.py',
+                            'compute_mgr_delete.py'),
                 needs=(REVERT_SLUG,)),
             registry.Change(
                 slug=RECREATE_RETRY_SLUG,
@@ -1513,6 +1546,9 @@ FIX = registry.Fix(
                 test_edits=('soft_delete_rollback_puts_task_state_back',),
                 nova_tests=(RETRY_TEST, HIDDEN_COPY_TEST),
                 notes=RETRY_NOTES,
+                unit_tests=('cross_cell_delete_hidden_copy.py',
+                            'compute_utils_ports_or_volumes.py',
+                            'compute_api_delete_left_behind.py'),
                 needs=(RECREATE_RETRY_SLUG,)),
             registry.Change(
                 slug=RECREATE_LOCAL_DELETE_SLUG,
@@ -1533,6 +1569,7 @@ FIX = registry.Fix(
                 test_edits=('local_delete_tests_mock_placement',),
                 nova_tests=(LOCAL_DELETE_TEST,),
                 notes=LOCAL_DELETE_NOTES,
+                unit_tests=('compute_api_local_delete.py',),
                 needs=(RECREATE_LOCAL_DELETE_SLUG, DELETE_SLUG, RETRY_SLUG)),
             registry.Change(
                 slug=RECREATE_CONFIRM_SLUG,
@@ -1551,6 +1588,7 @@ FIX = registry.Fix(
                 test_edits=('confirm_resize_tests_read_migration',),
                 nova_tests=(CONFIRM_TEST,),
                 notes=CONFIRM_NOTES,
+                unit_tests=('compute_mgr_confirm.py',),
                 needs=(RECREATE_CONFIRM_SLUG,)),
             registry.Change(
                 slug=RECREATE_CROSS_CELL_SLUG,
@@ -1572,6 +1610,7 @@ FIX = registry.Fix(
                             'confirm_task_tests_read_migrations'),
                 nova_tests=(CROSS_CELL_TEST,),
                 notes=CROSS_CELL_NOTES,
+                unit_tests=('cross_cell_deleted_server.py',),
                 needs=(RECREATE_CROSS_CELL_SLUG,)),
             registry.Change(
                 slug=RECREATE_RESTART_SLUG,
@@ -1591,6 +1630,7 @@ FIX = registry.Fix(
                 targets=RESTART_TARGETS,
                 nova_tests=(RESTART_TEST,),
                 notes=RESTART_NOTES,
+                unit_tests=('compute_mgr_finish_left.py',),
                 needs=(RECREATE_RESTART_SLUG,)),
         ),
     ),

@@ -229,6 +229,10 @@ def bury_without_cell0_test_passes_a_list(files):
     return edits.edit_python(files, path, edit)
 
 
+#: nova's unit tests of the conductor's manager, where the tests of the
+#: three windows' conductor functions go.
+CONDUCTOR_UNIT = 'nova/tests/unit/conductor/test_conductor.py'
+
 FIX = registry.Fix(
     bug=1859496,
     title='Servers that fail to build before reaching a compute, or '
@@ -322,6 +326,17 @@ FIX = registry.Fix(
            'bug-1859496-claim-after-delete-1364567135489ce0.yaml',
            'bug-1859496-bury-in-cell0-28ac114e9e782140.yaml',
            'bug-1859496-build-delete-one-request-7b0e5d2c4a9f1e36.yaml'),
+    unit_tests=(
+        registry.NovaUnitTests(CONDUCTOR_UNIT, 'conductor_build_cleanup.py'),
+        registry.NovaUnitTests(CONDUCTOR_UNIT,
+                               'conductor_delete_build_request.py'),
+        registry.NovaUnitTests('nova/tests/unit/compute/test_api.py',
+                               'compute_api_build_request.py'),
+        registry.NovaUnitTests(
+            'nova/tests/unit/api/openstack/compute/test_servers.py',
+            'servers_delete_placement.py'),
+        registry.NovaUnitTests(CONDUCTOR_UNIT, 'conductor_bury_in_cell0.py'),
+    ),
     patch=registry.Patch(
         slug='Do-not-leak-allocations-of-servers-that-never-reached-a-compute',
         subject='Do not leak allocations of servers that never reached a '
@@ -352,6 +367,7 @@ FIX = registry.Fix(
                     REGRESSIONS + 'test_bug_1859496_build_cleanup.py',),
                 notes=('bug-1859496-conductor-build-cleanup-'
                        'e1c495f169030405.yaml',),
+                unit_tests=('conductor_build_cleanup.py',),
                 needs=('Recreate-bug-1859496-a-build-given-up-keeps-its-'
                        'claim',)),
             registry.Change(
@@ -388,6 +404,9 @@ FIX = registry.Fix(
                        '1364567135489ce0.yaml',
                        'bug-1859496-build-delete-one-request-'
                        '7b0e5d2c4a9f1e36.yaml'),
+                unit_tests=('conductor_delete_build_request.py',
+                            'compute_api_build_request.py',
+                            'servers_delete_placement.py'),
                 needs=('Recreate-bug-1859496-delete-in-BUILD-with-'
                        'placement-down',)),
             registry.Change(
@@ -411,6 +430,7 @@ FIX = registry.Fix(
                 nova_tests=(
                     REGRESSIONS + 'test_bug_1859496_bury_in_cell0.py',),
                 notes=('bug-1859496-bury-in-cell0-28ac114e9e782140.yaml',),
+                unit_tests=('conductor_bury_in_cell0.py',),
                 needs=('Recreate-bug-1859496-a-server-buried-in-cell0-'
                        'keeps-its-claim',)),
         ),

@@ -114,6 +114,9 @@ FIX = registry.Fix(
             )),
     ),
     notes=('orphan-instances-periodic-task-8d41c6f0a97e2b35.yaml',),
+    unit_tests=(registry.NovaUnitTests(
+        'nova/tests/unit/compute/test_compute_mgr.py',
+        'compute_mgr_orphans.py'),),
     docs=(registry.NovaDoc('doc/source/admin/orphan-instances.rst',
                            'orphan-instances.rst',
                            'doc/source/admin/index.rst', 'support-compute'),),
@@ -138,7 +141,8 @@ FIX = registry.Fix(
                 targets=('nova.compute.manager:ComputeManager.'
                          '_cleanup_orphan_instances',),
                 nova_tests=('nova/tests/functional/compute/'
-                            'test_orphan_instances.py',)),
+                            'test_orphan_instances.py',),
+                unit_tests=('compute_mgr_orphans.py',)),
             registry.Change(
                 slug='Document-the-orphan-instances-task',
                 subject='Document the orphan instances task',
