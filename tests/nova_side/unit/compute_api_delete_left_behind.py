@@ -237,6 +237,79 @@ class DeleteLeftBehindResendTestCase(DeleteLeftBehindTestBase):
             self.mocks['save'].call_args_list)
 
 
+class DeleteUnderWayTestCase(DeleteLeftBehindTestBase):
+    """Tests for API._delete ignoring a DELETE of a server whose delete is
+    under way before it saves anything (bug 1848343): a save would refresh
+    the updated_at that tells a delete left behind from one under way.
+    """
+
+    def _under_way(self, task_state=task_states.DELETING, **updates):
+        return self._instance(
+            task_state=task_state,
+            updated_at=self.NOW - datetime.timedelta(seconds=10),
+            **updates)
+
+    def _assert_ignored_before_saving(self, instance, task_state):
+        self._assert_ignored()
+        self.mocks['save'].assert_not_called()
+        self.mocks['bdms'].assert_not_called()
+        self.mocks['local_delete'].assert_not_called()
+        self.assertEqual(task_state, instance.task_state)
+        self.mocks['service'].assert_called_once_with(mock.ANY, 'host1')
+        self.assertTrue(self.mocks['service'].call_args[0][0].is_admin)
+        self.mocks['is_up'].assert_called_once_with(
+            self.mocks['service'].return_value)
+
+    def test_deleting(self):
+        instance = self._under_way()
+        self.assertIsNone(self._delete(instance))
+        self._assert_ignored_before_saving(instance, task_states.DELETING)
+
+    def test_soft_deleting(self):
+        instance = self._under_way(task_states.SOFT_DELETING)
+        self.assertIsNone(self._delete(instance, 'soft_delete'))
+        self._assert_ignored_before_saving(instance,
+                                           task_states.SOFT_DELETING)
+
+    def test_compute_down(self):
+        """nova's delete goes on: a local delete, as before."""
+        self.mocks['is_up'].return_value = False
+        instance = self._under_way()
+        self._delete(instance)
+        self.mocks['local_delete'].assert_called_once_with(
+            mock.ANY, instance, self.bdms, 'delete', self.cb)
+        self.mocks['save'].assert_called_once_with()
+        self.cb.assert_not_called()
+
+    def test_host_unknown(self):
+        self.mocks['service'].side_effect = exception.ComputeHostNotFound(
+            host='host1')
+        instance = self._under_way()
+        self._delete(instance)
+        self.mocks['local_delete'].assert_called_once_with(
+            mock.ANY, instance, self.bdms, 'delete', self.cb)
+        self.mocks['is_up'].assert_not_called()
+        self.cb.assert_not_called()
+
+    def test_no_host(self):
+        """A server on no host is deleted locally, never ignored."""
+        self._patch('image_delete', image_api.API, 'delete')
+        instance = self._under_way(host=None, node=None,
+                                   vm_state=vm_states.SHELVED_OFFLOADED)
+        instance.system_metadata = {'shelved_image_id': uuids.image}
+        self._delete(instance)
+        self.mocks['local_delete'].assert_called_once_with(
+            mock.ANY, instance, self.bdms, 'delete', self.cb)
+        self.mocks['service'].assert_not_called()
+
+    def test_other_task_state(self):
+        """Only a delete's task state is looked up before nova's delete."""
+        instance = self._under_way(task_states.POWERING_OFF)
+        self._delete(instance)
+        self._assert_cast(instance)
+        self.mocks['service'].assert_called_once_with(mock.ANY, 'host1')
+
+
 class DeleteLeftBehindHostChangedTestCase(DeleteLeftBehindTestBase):
     """Tests for API._delete deleting a server put on a host while it was
     deleted as a server on no host (bug 1848343).
