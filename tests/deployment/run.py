@@ -213,6 +213,13 @@ def resize_after_delete(d, results):
     d.wait_file(step + '.reached')
     d.delete(uuid)
     d.wait_gone(uuid)
+    # nova's terminate destroys the record before it deletes the
+    # allocations: the gate opens once the whole terminate is done, or the
+    # revert can run first and be undone by that delete.
+    deploy.wait_until(
+        'the terminate_instance of the delete to finish',
+        lambda: _event_finished(d, uuid, 'delete',
+                                'compute_terminate_instance'))
     d.touch(step + '.release', 'fail')
 
     deploy.wait_until(
