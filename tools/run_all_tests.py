@@ -46,12 +46,17 @@ from tests import recreate  # noqa: E402
 
 
 def _suite(name, run):
-    """Run one suite; a suite that cannot run counts as one failure."""
+    """Run one suite and say how long it took; a suite that cannot run
+    counts as one failure.
+    """
+    start = time.time()
     try:
         return run()
     except Exception as e:
         print('%s: did not run: %s' % (name, e))
         return None
+    finally:
+        print('%s took %d s' % (name, time.time() - start))
 
 
 #: The explorer's count line.

@@ -406,6 +406,7 @@ def touched_tests(files, under):
 def test_dir(modules):
     """The directory stestr discovers in for ``modules`` (dotted names of
     test modules): the deepest one holding them all.
+
     Discovery imports every test module under its directory, and nova's
     unit tests take about 10 s more from nova/tests/unit than from
     nova/tests/unit/compute: a second or so a test, on the one or two
