@@ -229,6 +229,16 @@ class NovaUnitTests:
     """
     path: str
     source: str
+    #: The source's classes it appends, when its classes are the tests of
+    #: different changes (default: all of them).
+    classes: tuple = ()
+
+    @property
+    def name(self):
+        """How a Change names them: the source, or source:Class+Class."""
+        if not self.classes:
+            return self.source
+        return '%s:%s' % (self.source, '+'.join(self.classes))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -263,6 +273,12 @@ class Change:
     trailers: tuple = ()
     #: Target.path of the targets it carries (every series' form).
     targets: tuple = ()
+    #: ((Target.path, (name, ...)), ...): functions an earlier change of
+    #: its fix carries, whose concerns are separate changes: the names
+    #: of the drop-in's code this change brings in. Each earlier change
+    #: writes the function without the statements using them (see
+    #: nova_fixes.export.source.staged); this one writes it with them.
+    grows: tuple = ()
     #: Drop-in option modules (Patch.conf_modules) it adds to nova/conf.
     conf_modules: tuple = ()
     #: The test edit functions (Patch.test_edits) it carries.
@@ -279,7 +295,7 @@ class Change:
     recreates: tuple = ()
     #: The fix's notes (Fix.notes) it adds.
     notes: tuple = ()
-    #: NovaUnitTests.source of the unit tests it adds.
+    #: NovaUnitTests.name of the unit tests it adds.
     unit_tests: tuple = ()
     #: NovaDoc.path of the documentation pages it adds.
     docs: tuple = ()

@@ -298,7 +298,7 @@ def parts_of(fix):
         ('test edit', 'test_edits', [e.__name__ for e in plan.test_edits]),
         ('nova-side test', 'nova_tests', [t.path for t in fix.nova_tests]),
         ('note', 'notes', list(fix.notes)),
-        ('unit tests', 'unit_tests', [t.source for t in fix.unit_tests]),
+        ('unit tests', 'unit_tests', [t.name for t in fix.unit_tests]),
         ('documentation page', 'docs', [d.path for d in fix.docs]),
     )
     for kind, field, known in kinds:
@@ -318,12 +318,14 @@ def parts_of(fix):
         if left:
             raise errors.ExportError('%s: no change of it carries the %s %s'
                                      % (fix.name, kind, ', '.join(left)))
+    _check_grows(fix, plan)
     carriers = {}
     for change in plan.changes:
         for path in change.nova_tests:
             carriers[path] = change
     for k, change in enumerate(plan.changes):
-        if change.recreates and (change.targets or change.conf_modules or
+        if change.recreates and (change.targets or change.grows or
+                                 change.conf_modules or
                                  change.test_edits or change.nova_tests or
                                  change.notes or change.unit_tests or
                                  change.docs):
@@ -341,6 +343,41 @@ def parts_of(fix):
         slug=change.slug, subject=change.subject, body=change.body,
         trailers=change.trailers, forwarded=plan.forwarded), change)
         for change in plan.changes]
+
+
+def _check_grows(fix, plan):
+    """Refuse a change growing a function no earlier change carries,
+    or a name two changes bring in.
+    """
+    brought = {}
+    for k, change in enumerate(plan.changes):
+        for path, names in change.grows:
+            carrier = [c.slug for c in plan.changes[:k] if path in c.targets]
+            if not carrier:
+                raise errors.ExportError(
+                    '%s: its change %s grows %s, which no change before it '
+                    'carries' % (fix.name, change.slug, path))
+            for name in names:
+                if (path, name) in brought:
+                    raise errors.ExportError(
+                        '%s: the changes %s and %s both bring %s into %s'
+                        % (fix.name, brought[path, name], change.slug,
+                           name, path))
+                brought[path, name] = change.slug
+
+
+def _stage(fix, change):
+    """({Target.path: names later changes bring in}, {Target.path this
+    change grows}) of one change of a fix (see registry.Change.grows).
+    """
+    if change is None:
+        return {}, set()
+    changes = fix.patch.changes
+    leave_out = {}
+    for later in changes[changes.index(change) + 1:]:
+        for path, names in later.grows:
+            leave_out.setdefault(path, set()).update(names)
+    return leave_out, {path for path, _names in change.grows}
 
 
 def series_order(records):
@@ -437,9 +474,11 @@ def _export_part(fix, plan, change, files, records):
     uses = set()
     targets = carried(registry.targets_of(fix, records), 'targets',
                       lambda t: t.path)
-    if targets:
+    leave_out, grown = _stage(fix, change)
+    if targets or grown:
         changes.update(source.export_fix_code(
-            fix, view, records, only={t.path for t in targets}, uses=uses))
+            fix, view, records, only={t.path for t in targets} | grown,
+            uses=uses, leave_out=leave_out, grown=grown))
     for module in carried(fix.patch.conf_modules, 'conf_modules'):
         changes.update(source.export_conf_module(module, view))
     for edit in carried(fix.patch.test_edits, 'test_edits',
@@ -455,13 +494,13 @@ def _export_part(fix, plan, change, files, records):
     added += [('releasenotes/notes/%s' % note,
                os.path.join(RELEASENOTES, note), None)
               for note in carried(fix.notes, 'notes')]
-    for test in carried(fix.unit_tests, 'unit_tests', lambda t: t.source):
+    for test in carried(fix.unit_tests, 'unit_tests', lambda t: t.name):
         if test.path not in view:
             raise errors.ExportError('the nova tree has no %s' % test.path)
         origin = os.path.join(NOVA_SIDE_TESTS, 'unit', test.source)
         with open(origin, encoding='utf-8') as f:
             changes[test.path] = append_unit_tests(
-                view[test.path], f.read(), test.path, origin)
+                view[test.path], f.read(), test.path, origin, test.classes)
     for doc in carried(fix.docs, 'docs', lambda d: d.path):
         if doc.path in view:
             raise errors.ExportError('the nova tree already has %s'
@@ -515,7 +554,7 @@ def add_to_toctree(text, doc):
                              % (doc.index, doc.after, doc.path))
 
 
-def append_unit_tests(module, source, path, name):
+def append_unit_tests(module, source, path, name, classes=()):
     """nova's unit test module ``module`` (its text, at ``path``) with
     the classes of ``source`` (a nova-side unit test module, ``name``)
     appended at its end.
@@ -524,7 +563,8 @@ def append_unit_tests(module, source, path, name):
     appended: each must be one the module has (the same names from the
     same place), so that the appended tests use what nova's tests of the
     same code use. Refuses a source that imports anything else, or has
-    nothing but imports.
+    nothing but imports. ``classes``: only those classes of the source are
+    appended (with the comment lines just above each), in its order.
     """
     tree = ast.parse(source, name)
     have = {ast.dump(node) for node in ast.parse(module, path).body
@@ -544,8 +584,26 @@ def append_unit_tests(module, source, path, name):
         raise errors.ExportError('%s has no test to add to %s'
                                  % (name, path))
     lines = source.splitlines(True)
-    start = imports[-1].end_lineno if imports else 0
-    body = ''.join(lines[start:]).strip('\n')
+    if classes:
+        defined = [node.name for node in rest
+                   if isinstance(node, ast.ClassDef)]
+        unknown = [c for c in classes if c not in defined]
+        if unknown:
+            raise errors.ExportError('%s has no class %s'
+                                     % (name, ', '.join(unknown)))
+        blocks = []
+        for node in rest:
+            if not (isinstance(node, ast.ClassDef) and
+                    node.name in classes):
+                continue
+            start = node.lineno - 1
+            while start and lines[start - 1].startswith('#'):
+                start -= 1
+            blocks.append(''.join(lines[start:node.end_lineno]).strip('\n'))
+        body = '\n\n\n'.join(blocks)
+    else:
+        start = imports[-1].end_lineno if imports else 0
+        body = ''.join(lines[start:]).strip('\n')
     return module.rstrip('\n') + '\n\n\n' + body + '\n'
 
 

@@ -34,6 +34,7 @@ The provenance paragraph that opens a drop-in's docstring ("Replaces ...",
 
 import ast
 import os
+import re
 import sys
 import textwrap
 
@@ -135,6 +136,117 @@ def _import_key(text):
     return text.replace(' import ', '.').lower()
 
 
+def _names_in(node):
+    """The names a node's code mentions: bare names and attributes."""
+    return {n.id if isinstance(n, ast.Name) else n.attr
+            for n in ast.walk(node)
+            if isinstance(n, (ast.Name, ast.Attribute))}
+
+
+def staged(dropin, node, leave_out):
+    """What to leave out of a function so that it reads as it does before
+    the changes that bring in the names ``leave_out`` (one function whose
+    concerns are separate changes, see registry.Change.grows).
+
+    Each statement that mentions one of those names is left out whole,
+    with the comment lines just above it, except a ``try``: its body is
+    walked the same way, and each of its handlers that mentions one is
+    left out; a ``try`` left with no handler (and no ``else`` or
+    ``finally``) is unwrapped, its body dedented. A variable that only
+    left out statements assign is left out in turn. A paragraph of the
+    docstring naming one of the names is left out too.
+
+    :returns: (the line numbers to leave out, {line number: columns to
+        dedent it by})
+    :raises ExportError: a name that nothing of the function mentions,
+        or a summary line that mentions one
+    """
+    names = set(leave_out)
+    drop = set()
+    dedent = {}
+    found = set()
+
+    def leave(stmt):
+        found.update(_names_in(stmt) & set(leave_out))
+        start = _first_line(stmt)
+        while dropin.lines[start - 2].strip().startswith('#'):
+            start -= 1
+        drop.update(range(start, stmt.end_lineno + 1))
+
+    def walk(body):
+        for stmt in body:
+            if not isinstance(stmt, ast.Try):
+                if _names_in(stmt) & names:
+                    leave(stmt)
+                continue
+            walk(stmt.body)
+            kept = [h for h in stmt.handlers if not _names_in(h) & names]
+            for handler in stmt.handlers:
+                if handler not in kept:
+                    leave(handler)
+            if stmt.handlers and not (kept or stmt.orelse or
+                                      stmt.finalbody) and \
+                    stmt.lineno not in drop:
+                drop.add(stmt.lineno)
+                for number in range(_first_line(stmt.body[0]),
+                                    stmt.body[-1].end_lineno + 1):
+                    dedent[number] = dedent.get(number, 0) + 4
+
+    body = node.body
+    doc = body[0]
+    if (isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant) and
+            isinstance(doc.value.value, str)):
+        body = body[1:]
+        drop.update(_docstring_naming(dropin, node, doc, set(leave_out)))
+    stores = [n for n in ast.walk(node)
+              if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
+    # Until no variable is left that only left out statements assign.
+    while True:
+        before = len(names), len(drop)
+        walk(body)
+        kept = {n.id for n in stores if n.lineno not in drop}
+        names.update(n.id for n in stores
+                     if n.lineno in drop and n.id not in kept)
+        if (len(names), len(drop)) == before:
+            break
+    missing = set(leave_out) - found
+    if missing:
+        raise errors.ExportError(
+            '%s.%s mentions no %s, which a change of its fix brings in'
+            % (dropin.name, node.name, ', '.join(sorted(missing))))
+    return drop, dedent
+
+
+def _docstring_naming(dropin, node, doc, names):
+    """The lines of the paragraphs of a docstring (``doc``) naming one of
+    ``names``, each with the blank line before it.
+    """
+    # The summary may not go: the first paragraph, or the second after
+    # the provenance sentence (which DropIn.code leaves out).
+    summary = 2 if doc.value.value.startswith(PROVENANCE) else 1
+    lines = set()
+    paragraph = []
+    for number in range(doc.lineno, doc.end_lineno + 1):
+        line = dropin.lines[number - 1].strip()
+        if line and line != '"""':
+            paragraph.append(number)
+        if line and number < doc.end_lineno:
+            continue
+        named = names & set(re.findall(r'\w+', ''.join(
+            dropin.lines[n - 1] for n in paragraph)))
+        if named and (summary or doc.end_lineno in paragraph):
+            raise errors.ExportError(
+                '%s.%s: the summary or the last line of its docstring '
+                'names %s, which a later change brings in'
+                % (dropin.name, node.name, ', '.join(sorted(named))))
+        if named:
+            lines.update(paragraph + [paragraph[0] - 1])
+        if paragraph:
+            summary = max(summary - 1, 0)
+        paragraph = []
+    return lines
+
+
 class DropIn(object):
     """One drop-in module's text, read as nova will read it."""
 
@@ -151,22 +263,47 @@ class DropIn(object):
             raise errors.ExportError('%s defines no %s' % (self.name, dotted))
         return node
 
-    def code(self, node):
-        """The node's text, at indentation 0, without its provenance."""
-        lines = self.lines[_first_line(node) - 1:node.end_lineno]
+    def code(self, node, leave_out=()):
+        """The node's text, at indentation 0, without its provenance.
+
+        ``leave_out``: names of the function's code that later changes of
+        its fix bring in (registry.Change.grows); the statements using
+        them are left out (see staged).
+        """
+        first = _first_line(node)
+        drop, dedent = (staged(self, node, leave_out) if leave_out
+                        else (set(), {}))
+        lines = {}
+        for number in range(first, node.end_lineno + 1):
+            if number in drop:
+                continue
+            line = self.lines[number - 1]
+            cut = dedent.get(number, 0)
+            if cut and line.strip():
+                if line[:cut].strip():
+                    raise errors.ExportError(
+                        '%s.%s: line %d cannot lose %d columns'
+                        % (self.name, node.name, number, cut))
+                line = line[cut:]
+            lines[number] = line
         doc = node.body[0] if hasattr(node, 'body') else None
         if (isinstance(doc, ast.Expr) and
                 isinstance(doc.value, ast.Constant) and
                 isinstance(doc.value.value, str) and
                 doc.value.value.startswith(PROVENANCE)):
-            at = doc.lineno - _first_line(node)
-            if lines[at + 1].strip():
+            at = doc.lineno
+            if lines.get(at + 1, '').strip() or at + 2 not in lines:
                 raise errors.ExportError(
                     '%s.%s: the provenance sentence of its docstring must '
                     'be a paragraph of its own' % (self.name, node.name))
-            lines[at:at + 3] = [lines[at][:lines[at].index('"""') + 3] +
-                                lines[at + 2].lstrip()]
-        return textwrap.dedent(''.join(lines))
+            lines[at] = (lines[at][:lines[at].index('"""') + 3] +
+                         lines.pop(at + 2).lstrip())
+            del lines[at + 1]
+        text = ''.join(lines[number] for number in sorted(lines))
+        if leave_out:
+            # What was left out leaves one blank line, not two.
+            text = re.sub(r'\n(?:[ \t]*\n){2,}', '\n\n', text)
+        return textwrap.dedent(text)
 
     def periodic(self, factory_name):
         """(function node, decorator text) of a periodic task factory:
@@ -282,7 +419,11 @@ class ModuleEdit(object):
         else:
             raise errors.ExportError('no import block in %s' % self.name)
 
-    def add(self, target):
+    def add(self, target, leave_out=(), grown=False):
+        """Place one target's code. ``leave_out``: see DropIn.code.
+        ``grown``: an earlier change of the fix placed the target; its
+        code there is replaced (a delegating one is not renamed again).
+        """
         dropin = DropIn(target.replacement.split(':')[0])
         dropin_attr = target.replacement.split(':')[1]
         owner_name, _, name = target.attribute.rpartition('.')
@@ -300,14 +441,24 @@ class ModuleEdit(object):
                                      % (self.name, owner_name))
         if owner is not None and owner_name not in self.classes:
             self.classes.append(owner_name)
-        code = decorator + dropin.code(node)
+        code = dropin.code(node, leave_out)
+        if leave_out:
+            node = ast.parse(code).body[0]
+        code = decorator + code
         if owner is not None:
             code = textwrap.indent(code, '    ')
         self._owner = owner_name or None
         self._uses(dropin, node)
         self._owner = None
         existing = self.find(target.attribute)
-        if target.new:
+        if grown:
+            if existing is None:
+                raise errors.ExportError(
+                    '%s defines no %s for a later change of its fix to '
+                    'grow' % (self.name, target.attribute))
+            self.replace_lines(_first_line(existing), existing.end_lineno,
+                               code)
+        elif target.new:
             if existing is not None:
                 raise errors.ExportError(
                     '%s already defines %s' % (self.name, target.attribute))
@@ -420,14 +571,18 @@ def names_used(dropin, node, module, owner=None):
     return out
 
 
-def export_fix_code(fix, files, series, only=None, uses=None):
+def export_fix_code(fix, files, series, only=None, uses=None,
+                    leave_out=None, grown=()):
     """Place the code of fix's drop-ins for a series in files
     ({path: text}). Returns {path: new text} for every file changed.
 
     ``only``: the Target.path of the targets to place (one change of the
     fix; default all). ``uses``: a set that gains what the placed code
-    uses (see names_used).
+    uses (see names_used). ``leave_out``: {Target.path: names later
+    changes bring in} (see staged). ``grown``: the Target.path of those
+    an earlier change placed, whose code is replaced.
     """
+    leave_out = leave_out or {}
     edits = {}
     for target in registry.targets_of(fix, series):
         if only is not None and target.path not in only:
@@ -437,7 +592,8 @@ def export_fix_code(fix, files, series, only=None, uses=None):
             if path not in files:
                 raise errors.ExportError('the nova tree has no %s' % path)
             edits[path] = ModuleEdit(target.module, files[path], fix)
-        edits[path].add(target)
+        edits[path].add(target, leave_out.get(target.path, ()),
+                        target.path in grown)
     changed = {}
     for path, edit in edits.items():
         edit.add_helpers()

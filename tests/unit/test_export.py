@@ -342,6 +342,176 @@ class ExportSourceTestCase(testtools.TestCase):
                       str(e))
 
 
+STAGED_MODULE = textwrap.dedent('''\
+    """Drop-ins for nova/fake.py."""
+
+    from nova import exception
+
+
+    def delete(self, context, instance):
+        """Replaces Client.delete (bug 1).
+
+        Delete, putting the state back when it fails.
+
+        A delete left behind is sent again (_left_behind).
+
+        Another copy is deleted too (_copies).
+        """
+        state = instance.state
+        if _left_behind(instance):
+            # Sent again.
+            instance.state = None
+        copies = _copies(instance)
+        try:
+            try:
+                result = self._delete_once(context, instance)
+            except exception.Conflict:
+                result = _again(self, context, instance)
+        except Exception:
+            _put_back(instance, state)
+            raise
+        for copy in copies:
+            copy.destroy()
+        return result
+
+
+    def _left_behind(instance):
+        return instance.old
+
+
+    def _copies(instance):
+        return []
+
+
+    def _again(client, context, instance):
+        return client._delete_once(context, instance)
+
+
+    def _put_back(instance, state):
+        instance.state = state
+    ''')
+
+DELETE = registry.Target('nova.fake:Client.delete', 'nova_fixes.fake:delete',
+                         original_as='_delete_once')
+
+
+class StagedCodeTestCase(testtools.TestCase):
+    """One function whose concerns are separate changes of its fix."""
+
+    def setUp(self):
+        super().setUp()
+        self.dropins = self.useFixture(_Fixture())
+        with open(self.dropins.path, 'w') as f:
+            f.write(STAGED_MODULE)
+        self.dropin = source.DropIn('nova_fixes.fake')
+        self.node = self.dropin.node('delete')
+
+    def test_without_leave_out_the_whole_function(self):
+        text = self.dropin.code(self.node)
+        self.assertIn('(_left_behind)', text)
+        self.assertIn('except exception.Conflict:', text)
+
+    def test_the_first_stage(self):
+        text = self.dropin.code(self.node, ('_left_behind', '_copies',
+                                            '_again'))
+        self.assertEqual(textwrap.dedent('''\
+            def delete(self, context, instance):
+                """Delete, putting the state back when it fails.
+                """
+                state = instance.state
+                try:
+                    result = self._delete_once(context, instance)
+                except Exception:
+                    _put_back(instance, state)
+                    raise
+                return result
+            '''), text)
+        compile(text, 'fake.py', 'exec')
+
+    def test_a_later_stage(self):
+        text = self.dropin.code(self.node, ('_copies',))
+        # The statement, its comment and its docstring paragraph stay.
+        self.assertIn('A delete left behind is sent again', text)
+        self.assertIn('    if _left_behind(instance):\n        # Sent again.'
+                      '\n', text)
+        # The inner try keeps its handler, and its indentation.
+        self.assertIn('    try:\n        try:\n            result = self.'
+                      '_delete_once(context, instance)\n        except '
+                      'exception.Conflict:\n', text)
+        # The variable only a left out statement assigns goes with the
+        # statements using it.
+        self.assertNotIn('copies', text)
+        self.assertNotIn('copy', text)
+        self.assertNotIn('\n\n\n', text)
+        compile(text, 'fake.py', 'exec')
+
+    def test_a_name_the_function_does_not_use_is_refused(self):
+        e = self.assertRaises(errors.ExportError, self.dropin.code,
+                              self.node, ('_copies', '_nothing'))
+        self.assertIn('nova_fixes.fake.delete mentions no _nothing, which a '
+                      'change of its fix brings in', str(e))
+
+    def test_a_summary_naming_a_later_name_is_refused(self):
+        with open(self.dropins.path, 'w') as f:
+            f.write(STAGED_MODULE.replace(
+                'Delete, putting the state back', 'Delete (_copies)'))
+        dropin = source.DropIn('nova_fixes.fake')
+        e = self.assertRaises(errors.ExportError, dropin.code,
+                              dropin.node('delete'), ('_copies',))
+        self.assertIn('the summary or the last line of its docstring names '
+                      '_copies', str(e))
+
+    def test_each_change_writes_its_stage(self):
+        fix = _fix(DELETE)
+        files = {'nova/fake.py': NOVA_MODULE.replace(
+            '    def keep(self):',
+            '    def delete(self, context, instance):\n'
+            '        """Delete as nova does."""\n'
+            '        return instance\n\n'
+            '    def keep(self):')}
+        uses = set()
+        first = source.export_fix_code(
+            fix, files, '2026.2', only={DELETE.path}, uses=uses,
+            leave_out={DELETE.path: {'_left_behind', '_copies', '_again'}})[
+                'nova/fake.py']
+        self.assertIn('def _put_back(instance, state)', first)
+        self.assertNotIn('def _left_behind', first)
+        self.assertNotIn('nova.fake:_left_behind', uses)
+        self.assertIn('nova.fake:_put_back', uses)
+        self.assertEqual(1, first.count('def _delete_once('))
+        # The next change writes the function again, with its statements
+        # and the helper they use, and renames nova's original no further.
+        second = source.export_fix_code(
+            fix, {'nova/fake.py': first}, '2026.2', only={DELETE.path},
+            leave_out={DELETE.path: {'_copies', '_again'}},
+            grown={DELETE.path})['nova/fake.py']
+        self.assertEqual(1, second.count('def _delete_once('))
+        self.assertEqual(1, second.count('    def delete('))
+        self.assertEqual(1, second.count('def _put_back('))
+        self.assertIn('def _left_behind(instance)', second)
+        self.assertIn('        if _left_behind(instance):', second)
+        self.assertNotIn('_again', second)
+        last = source.export_fix_code(
+            fix, {'nova/fake.py': second}, '2026.2', only={DELETE.path},
+            grown={DELETE.path})['nova/fake.py']
+        # The last stage is the drop-in as it is, as a whole export has it.
+        self.assertEqual(source.export_fix_code(fix, files, '2026.2')[
+            'nova/fake.py'].count('_again'), last.count('_again'))
+        self.assertIn('            except exception.Conflict:\n', last)
+        compile(last, 'fake.py', 'exec')
+
+    def test_growing_what_nova_does_not_have_is_refused(self):
+        e = self.assertRaises(
+            errors.ExportError, source.export_fix_code, _fix(DELETE),
+            self.files_without_delete(), '2026.2', only={DELETE.path},
+            grown={DELETE.path})
+        self.assertIn('defines no Client.delete for a later change of its '
+                      'fix to grow', str(e))
+
+    def files_without_delete(self):
+        return {'nova/fake.py': NOVA_MODULE}
+
+
 class PeriodicExportTestCase(testtools.TestCase):
 
     def test_the_real_orphan_task_becomes_a_decorated_method(self):
@@ -700,6 +870,50 @@ class PartsTestCase(testtools.TestCase):
         self.assertIn("its change A carries the note other.yaml, which is "
                       "not the fix's", str(e))
 
+    def _grown(self, *changes):
+        plan = registry.Patch(slug='F', subject='F', body='F',
+                              changes=changes)
+        return self.fix(plan=plan, targets=(_Target('nova.x:f'),),
+                        notes=())
+
+    def test_a_change_grows_a_function_an_earlier_one_carries(self):
+        fix = self._grown(
+            registry.Change(slug='A', subject='A', body='A',
+                            targets=('nova.x:f',)),
+            registry.Change(slug='B', subject='B', body='B',
+                            grows=(('nova.x:f', ('_b',)),)),
+            registry.Change(slug='C', subject='C', body='C',
+                            grows=(('nova.x:f', ('_c', '_d')),)))
+        self.assertEqual(['A', 'B', 'C'],
+                         [p.slug for p, _c in patch.parts_of(fix)])
+        changes = fix.patch.changes
+        self.assertEqual(({'nova.x:f': {'_b', '_c', '_d'}}, set()),
+                         patch._stage(fix, changes[0]))
+        self.assertEqual(({'nova.x:f': {'_c', '_d'}}, {'nova.x:f'}),
+                         patch._stage(fix, changes[1]))
+        self.assertEqual(({}, {'nova.x:f'}), patch._stage(fix, changes[2]))
+        self.assertEqual(({}, set()), patch._stage(fix, None))
+
+    def test_growing_what_no_earlier_change_carries_is_refused(self):
+        e = self.assertRaises(errors.ExportError, patch.parts_of, self._grown(
+            registry.Change(slug='B', subject='B', body='B',
+                            grows=(('nova.x:f', ('_b',)),)),
+            registry.Change(slug='A', subject='A', body='A',
+                            targets=('nova.x:f',))))
+        self.assertIn('its change B grows nova.x:f, which no change before '
+                      'it carries', str(e))
+
+    def test_a_name_two_changes_bring_in_is_refused(self):
+        e = self.assertRaises(errors.ExportError, patch.parts_of, self._grown(
+            registry.Change(slug='A', subject='A', body='A',
+                            targets=('nova.x:f',)),
+            registry.Change(slug='B', subject='B', body='B',
+                            grows=(('nova.x:f', ('_b',)),)),
+            registry.Change(slug='C', subject='C', body='C',
+                            grows=(('nova.x:f', ('_b',)),))))
+        self.assertIn('the changes B and C both bring _b into nova.x:f',
+                      str(e))
+
     def test_change_ids_are_stable_and_distinct(self):
         one = patch.change_id(_Fix('feature', SPLIT_PLAN), 'Task')
         self.assertEqual(one, patch.change_id(_Fix('feature', PLAN),
@@ -733,6 +947,33 @@ class AppendUnitTestsTestCase(testtools.TestCase):
             NOVA_UNIT_MODULE + '\n\nclass AddedTestCase(test.NoDBTestCase):'
             '\n    def test_added(self):\n        pass\n',
             patch.append_unit_tests(NOVA_UNIT_MODULE, source, 'm.py', 'u.py'))
+
+    def test_only_the_classes_named(self):
+        source = ('from nova import test\n\n\n'
+                  'class BaseTestCase(test.NoDBTestCase):\n    pass\n\n\n'
+                  '# The second.\n'
+                  'class SecondTestCase(BaseTestCase):\n    pass\n\n\n'
+                  'class ThirdTestCase(BaseTestCase):\n    pass\n')
+        self.assertEqual(
+            NOVA_UNIT_MODULE + '\n\nclass BaseTestCase(test.NoDBTestCase):'
+            '\n    pass\n\n\nclass ThirdTestCase(BaseTestCase):\n'
+            '    pass\n',
+            patch.append_unit_tests(NOVA_UNIT_MODULE, source, 'm.py', 'u.py',
+                                    ('ThirdTestCase', 'BaseTestCase')))
+        self.assertEqual(
+            NOVA_UNIT_MODULE + '\n\n# The second.\n'
+            'class SecondTestCase(BaseTestCase):\n    pass\n',
+            patch.append_unit_tests(NOVA_UNIT_MODULE, source, 'm.py', 'u.py',
+                                    ('SecondTestCase',)))
+        e = self.assertRaises(errors.ExportError, patch.append_unit_tests,
+                              NOVA_UNIT_MODULE, source, 'm.py', 'u.py',
+                              ('FourthTestCase',))
+        self.assertIn('u.py has no class FourthTestCase', str(e))
+        self.assertEqual(
+            'u.py:SecondTestCase+ThirdTestCase',
+            registry.NovaUnitTests('m.py', 'u.py', classes=(
+                'SecondTestCase', 'ThirdTestCase')).name)
+        self.assertEqual('u.py', registry.NovaUnitTests('m.py', 'u.py').name)
 
     def test_an_import_the_module_lacks_is_refused(self):
         for line in ('import mock', 'from nova import objects',
@@ -872,6 +1113,19 @@ class RecreateFormTestCase(testtools.TestCase):
                                   slug='F', subject='F', body='F',
                                   changes=(mixed, fix)),
                                   notes=('n.yaml',),
+                                  nova_tests=self._fix().nova_tests))
+        self.assertIn('its recreate change Recreate carries more than the '
+                      'tests', str(e))
+        growing = registry.Change(slug='Recreate', subject='R', body='R',
+                                  recreates=(path,),
+                                  grows=(('nova.x:f', ('_b',)),))
+        carrier = registry.Change(slug='A', subject='A', body='A',
+                                  targets=('nova.x:f',))
+        e = self.assertRaises(errors.ExportError, patch.parts_of,
+                              _Fix('bug_1', registry.Patch(
+                                  slug='F', subject='F', body='F',
+                                  changes=(carrier, growing, fix)),
+                                  targets=(_Target('nova.x:f'),),
                                   nova_tests=self._fix().nova_tests))
         self.assertIn('its recreate change Recreate carries more than the '
                       'tests', str(e))
