@@ -166,63 +166,97 @@ left as it was, and that deleting it again once placement is back
 leaves nothing."""
 
 RECREATE_RETRY_MESSAGE = """\
-A DELETE can leave the server behind when a step it depends on failed
-or stopped:
+The API saves the DELETING task state before it casts the delete to the
+server's compute. When the DELETE stops in between (the nova-api
+process restarted or killed, the message lost), the server is left in
+DELETING, and nova ignores every later DELETE of a server in a delete's
+task state whose compute is up ("already in deleting state"): the
+server, its guest and its allocations stay until an administrator's
+reset-state.
 
-* The API saves the DELETING task state before it casts the delete to
-  the server's compute. When the DELETE stops in between (the nova-api
-  process restarted or killed, the message lost), the server is left in
-  DELETING, and nova ignores every later DELETE of a server in a
-  delete's task state whose compute is up ("already in deleting
-  state"): the server, its guest and its allocations stay until an
-  administrator's reset-state.
-* During a cross-cell resize the server has a copy in each cell, and a
-  DELETE deletes the copy the instance mapping names. When the user
-  reverts the resize and deletes the server before the conductor runs
-  the revert, the revert then points the mapping back at the source
-  cell and shows the copy there again: the deleted server is back,
-  counted in the project's quota usage.
+This adds a functional regression test of it. It asserts the server
+left behind under a FIXME; the change that fixes it flips it."""
 
-This adds a functional regression test of each. They assert the server
-left behind under a FIXME; the change that fixes it flips them."""
-
-RETRY_MESSAGE = """\
+RESTORE_MESSAGE = """\
 A delete must complete or fail in a way the user can retry.
 
-* A delete that failed after it saved the DELETING (or SOFT_DELETING)
-  task state (placement unreachable while the API confirms a resize or
-  deletes the server itself, for example) left the server in it, and
-  every later DELETE of it through its compute was ignored. API._delete
-  now puts the task state back as it was when the delete fails.
-* A delete that stopped between that save and its cast to the compute
-  cannot put anything back: a DELETE of a server in a delete's task
-  state that nothing updated for longer than rpc_response_timeout now
-  sends the delete again. A DELETE nova ignores as one under way (its
-  compute is up) is now ignored before the API saves the server, whose
-  save refreshed updated_at: otherwise a client retrying sooner than
-  rpc_response_timeout would put the second delete off for good.
-* The local delete of a server on no host destroys its record on the
-  condition that it still has no host. An unshelve or a reschedule that
-  put the server on a host in between made Instance.destroy refuse
-  ("host changed"): the DELETE answered 500 and left the server DELETED
-  on its new host. API._delete now reads it again and deletes it as a
-  server on that host; a server whose compute nilled out its host
-  between the API's read and its save of DELETING (a build being
-  rescheduled) is deleted as one that was scheduled, its allocations
-  first (may_have_ports_or_volumes answers True for an instance that
-  has a host).
-* Only a successful cross-cell confirm or revert deletes the copy the
-  resize leaves in the other cell; when one failed, the server went to
-  ERROR with the other copy hidden, and a DELETE removed only the copy
-  the mapping names. A server deleted in VERIFY_RESIZE has such a copy
-  too, which a revert the user asked for before would show again (the
-  regression test). API._delete now
-  also deletes the hidden copy of a server in ERROR or RESIZED once its
-  own delete is done (delete_instance_of_deleted_server, which the
-  cross-cell change uses too).
+API._delete saves the delete's task state (DELETING, or SOFT_DELETING)
+before it confirms a resize, deletes the server locally or casts the
+delete to its compute. When one of those steps failed (the confirm of a
+resize, a local delete), the server was left in that task state, and
+every later DELETE of it through its compute was ignored as one under
+way ("already in deleting state"): no request could remove it any more.
 
-The regression tests now assert that the server is deleted, in every
+API._delete now delegates to nova's delete, renamed
+_delete_as_requested, and when that fails once it has saved the
+delete's task state, puts the task state back as it was before the
+request (expecting the delete's own, so that a task state someone else
+set since is left alone). The user gets the delete's error and can
+retry. Later changes of the series refuse deletes with retryable
+errors on this."""
+
+RETRY_MESSAGE = """\
+A delete that stopped between the API's save of the DELETING (or
+SOFT_DELETING) task state and its cast to the compute cannot put
+anything back: the API process is gone. Every later DELETE of the
+server was ignored as one under way while its compute is up.
+
+A DELETE of a server in a delete's task state that nothing updated for
+longer than [DEFAULT]rpc_response_timeout now sends the delete again
+(_delete_left_behind); a delete still running on the compute takes the
+second one after it under the instance's lock and finds the server
+gone. A DELETE that nova ignores as one under way is now ignored before
+the API saves the server (_delete_under_way): that save refreshed
+updated_at, so that a client retrying sooner than rpc_response_timeout
+would put the second delete off for good.
+
+The regression test now asserts that the server is deleted and that
+nothing is left."""
+
+HOST_CHANGED_MESSAGE = """\
+The local delete of a server on no host destroys its record on the
+condition that it still has no host. An unshelve or a reschedule that
+put the server on a host in between made Instance.destroy refuse
+("host changed"): the DELETE answered 500 and left the server DELETED
+on its new host, with whatever its compute went on to build there.
+
+API._delete now reads the server again and deletes it as a server on
+that host (_delete_on_its_new_host): through its compute when it is up,
+which waits for the build under the instance's lock, or locally again.
+
+A server whose compute nilled out its host between the API's read and
+its save of DELETING (a build being rescheduled) is deleted as one that
+was scheduled, its allocations first: may_have_ports_or_volumes now
+answers True for an instance that has a host."""
+
+RECREATE_HIDDEN_MESSAGE = """\
+During a cross-cell resize the server has a copy in each cell, and a
+DELETE deletes the copy the instance mapping names. When the user
+reverts the resize and deletes the server before the conductor runs
+the revert, the revert then points the mapping back at the source cell
+and shows the copy there again: the deleted server is back, counted in
+the project's quota usage.
+
+This adds a functional regression test of it. It asserts the server
+shown again under a FIXME; the change that fixes it flips it."""
+
+HIDDEN_MESSAGE = """\
+Only a successful cross-cell confirm or revert deletes the copy the
+resize leaves in the other cell. When one failed, the server went to
+ERROR with the other copy hidden, and a DELETE removed only the copy
+the instance mapping names. A server deleted in VERIFY_RESIZE has such
+a copy too, which a revert the user asked for before would show again
+(the regression test).
+
+API._delete now also deletes the hidden copy of a server in ERROR or
+RESIZED once its own delete is done (_hidden_copies, and
+delete_instance_of_deleted_server in the cross-cell conductor tasks,
+which a later change of the series uses too). A lookup that fails costs
+the delete nothing: the copy is left, as before.
+
+The regression test now asserts that the server is deleted, in every
 cell, and that nothing is left."""
+
 
 RECREATE_CONFIRM_MESSAGE = """\
 The API confirms the resize of a server it deletes in VERIFY_RESIZE.
@@ -1230,7 +1264,9 @@ NOTES = ('bug-1848343-revert-allocations-deleted-server-'
          'bug-1848343-cross-cell-failed-confirm-revert-'
          '2f6c9d41a8e05b73.yaml',
          'bug-1848343-delete-host-changed-4e1b8c07d9a3f562.yaml',
-         'bug-1848343-delete-left-behind-9a2f6e13c7b40d85.yaml')
+         'bug-1848343-delete-left-behind-9a2f6e13c7b40d85.yaml',
+         'bug-1848343-delete-failed-task-state-fe1666286f561230.yaml',
+         'bug-1848343-delete-before-cross-cell-revert-1287463a8492bf8f.yaml')
 
 #: The change carrying the revert paths (see nova_fixes.fixes.FIRST).
 REVERT_SLUG = 'Do-not-revert-allocations-to-a-deleted-server'
@@ -1277,22 +1313,36 @@ DELETE_TARGETS = (
     'nova.compute.manager:ComputeManager._delete_allocation_after_move',
 )
 DELETE_NOTES = ('bug-1848343-delete-during-move-ba69de04f8550a14.yaml',)
-#: A delete that failed or stopped half-way can be sent again.
-RECREATE_RETRY_SLUG = 'Recreate-bug-1848343-servers-a-delete-leaves-behind'
-RETRY_SLUG = 'Let-a-DELETE-remove-what-a-failed-step-left-behind'
+#: A delete that failed can be retried: API._delete, whose concerns
+#: are four changes (see registry.Change.grows), carried by the first.
+API_DELETE = 'nova.compute.api:API._delete'
+RESTORE_SLUG = 'Put-the-task-state-back-when-a-delete-fails'
+RESTORE_TARGETS = (API_DELETE,)
+RESTORE_NOTES = (
+    'bug-1848343-delete-failed-task-state-fe1666286f561230.yaml',)
+API_DELETE_UNIT = 'compute_api_delete_left_behind.py'
+#: A delete a stopped request left behind is sent again.
+RECREATE_RETRY_SLUG = ('Recreate-bug-1848343-a-delete-left-behind-by-a-'
+                       'stopped-request')
+RETRY_SLUG = 'Delete-again-a-server-a-stopped-DELETE-left-behind'
 RETRY_TEST = _REGRESSIONS + 'test_bug_1848343_delete_left_behind.py'
-HIDDEN_COPY_TEST = _REGRESSIONS + 'test_bug_1848343_cross_cell_revert.py'
-RETRY_TARGETS = (
-    'nova.conductor.tasks.cross_cell_migrate:'
-    'delete_instance_of_deleted_server',
-    'nova.compute.utils:may_have_ports_or_volumes',
-    'nova.compute.api:API._delete',
-)
-RETRY_NOTES = (
-    'bug-1848343-delete-left-behind-9a2f6e13c7b40d85.yaml',
+RETRY_NOTES = ('bug-1848343-delete-left-behind-9a2f6e13c7b40d85.yaml',)
+#: A server put on a host while the API deleted it as one on no host.
+HOST_CHANGED_SLUG = 'Delete-a-server-on-the-host-it-got-during-its-delete'
+HOST_CHANGED_TARGETS = ('nova.compute.utils:may_have_ports_or_volumes',)
+HOST_CHANGED_NOTES = (
     'bug-1848343-delete-host-changed-4e1b8c07d9a3f562.yaml',
     'bug-1848343-delete-during-reschedule-7d3b1e0a94c2f561.yaml',
 )
+#: The copy a cross-cell resize left hidden in the other cell.
+RECREATE_HIDDEN_SLUG = ('Recreate-bug-1848343-a-cross-cell-revert-after-'
+                        'the-delete')
+HIDDEN_SLUG = 'Delete-the-copy-a-failed-cross-cell-resize-hides'
+HIDDEN_COPY_TEST = _REGRESSIONS + 'test_bug_1848343_cross_cell_revert.py'
+HIDDEN_TARGETS = ('nova.conductor.tasks.cross_cell_migrate:'
+                  'delete_instance_of_deleted_server',)
+HIDDEN_NOTES = (
+    'bug-1848343-delete-before-cross-cell-revert-1287463a8492bf8f.yaml',)
 #: The API's own delete while placement is unreachable.
 RECREATE_LOCAL_DELETE_SLUG = ('Recreate-bug-1848343-a-local-delete-with-'
                               'placement-down')
@@ -1452,7 +1502,15 @@ FIX = registry.Fix(
                                'cross_cell_delete_hidden_copy.py'),
         registry.NovaUnitTests('nova/tests/unit/compute/test_utils.py',
                                'compute_utils_ports_or_volumes.py'),
-        registry.NovaUnitTests(API_UNIT, 'compute_api_delete_left_behind.py'),
+        registry.NovaUnitTests(API_UNIT, API_DELETE_UNIT, classes=(
+            'DeleteLeftBehindTestBase',
+            'DeleteLeftBehindRestoreTaskStateTestCase')),
+        registry.NovaUnitTests(API_UNIT, API_DELETE_UNIT, classes=(
+            'DeleteLeftBehindResendTestCase', 'DeleteUnderWayTestCase')),
+        registry.NovaUnitTests(API_UNIT, API_DELETE_UNIT, classes=(
+            'DeleteLeftBehindHostChangedTestCase',)),
+        registry.NovaUnitTests(API_UNIT, API_DELETE_UNIT, classes=(
+            'DeleteLeftBehindHiddenCopyTestCase',)),
         registry.NovaUnitTests(API_UNIT, 'compute_api_local_delete.py'),
         registry.NovaUnitTests(COMPUTE_MANAGER_UNIT,
                                'compute_mgr_confirm.py'),
@@ -1530,26 +1588,71 @@ FIX = registry.Fix(
                             'compute_mgr_delete.py'),
                 needs=(REVERT_SLUG,)),
             registry.Change(
+                slug=RESTORE_SLUG,
+                subject='Put the task state back when a delete fails',
+                body=RESTORE_MESSAGE,
+                trailers=('Partial-Bug: #1848343',),
+                targets=RESTORE_TARGETS,
+                test_edits=('soft_delete_rollback_puts_task_state_back',),
+                notes=RESTORE_NOTES,
+                unit_tests=(API_DELETE_UNIT + ':DeleteLeftBehindTestBase+'
+                            'DeleteLeftBehindRestoreTaskStateTestCase',),
+                needs=()),
+            registry.Change(
                 slug=RECREATE_RETRY_SLUG,
-                subject='Recreate bug 1848343: servers a delete leaves '
-                        'behind',
+                subject='Recreate bug 1848343: a delete left behind by a '
+                        'stopped request',
                 body=RECREATE_RETRY_MESSAGE,
                 trailers=('Related-Bug: #1848343',),
-                recreates=(RETRY_TEST, HIDDEN_COPY_TEST),
+                recreates=(RETRY_TEST,),
                 needs=()),
             registry.Change(
                 slug=RETRY_SLUG,
-                subject='Let a DELETE remove what a failed step left behind',
+                subject='Delete again a server a stopped DELETE left behind',
                 body=RETRY_MESSAGE,
                 trailers=('Partial-Bug: #1848343',),
-                targets=RETRY_TARGETS,
-                test_edits=('soft_delete_rollback_puts_task_state_back',),
-                nova_tests=(RETRY_TEST, HIDDEN_COPY_TEST),
+                grows=((API_DELETE, ('_delete_left_behind',
+                                     '_delete_under_way')),),
+                nova_tests=(RETRY_TEST,),
                 notes=RETRY_NOTES,
+                unit_tests=(API_DELETE_UNIT + ':DeleteLeftBehindResendTestCase'
+                            '+DeleteUnderWayTestCase',),
+                needs=(RESTORE_SLUG, RECREATE_RETRY_SLUG)),
+            registry.Change(
+                slug=HOST_CHANGED_SLUG,
+                subject='Delete a server on the host it got during its '
+                        'delete',
+                body=HOST_CHANGED_MESSAGE,
+                trailers=('Partial-Bug: #1848343',),
+                targets=HOST_CHANGED_TARGETS,
+                grows=((API_DELETE, ('_delete_on_its_new_host',)),),
+                notes=HOST_CHANGED_NOTES,
+                unit_tests=('compute_utils_ports_or_volumes.py',
+                            API_DELETE_UNIT +
+                            ':DeleteLeftBehindHostChangedTestCase'),
+                needs=(RESTORE_SLUG,)),
+            registry.Change(
+                slug=RECREATE_HIDDEN_SLUG,
+                subject='Recreate bug 1848343: a cross-cell revert after '
+                        'the delete',
+                body=RECREATE_HIDDEN_MESSAGE,
+                trailers=('Related-Bug: #1848343',),
+                recreates=(HIDDEN_COPY_TEST,),
+                needs=()),
+            registry.Change(
+                slug=HIDDEN_SLUG,
+                subject='Delete the copy a failed cross-cell resize hides',
+                body=HIDDEN_MESSAGE,
+                trailers=('Partial-Bug: #1848343',),
+                targets=HIDDEN_TARGETS,
+                grows=((API_DELETE, ('_hidden_copies',
+                                     'delete_instance_of_deleted_server')),),
+                nova_tests=(HIDDEN_COPY_TEST,),
+                notes=HIDDEN_NOTES,
                 unit_tests=('cross_cell_delete_hidden_copy.py',
-                            'compute_utils_ports_or_volumes.py',
-                            'compute_api_delete_left_behind.py'),
-                needs=(RECREATE_RETRY_SLUG,)),
+                            API_DELETE_UNIT +
+                            ':DeleteLeftBehindHiddenCopyTestCase'),
+                needs=(RESTORE_SLUG, RECREATE_HIDDEN_SLUG)),
             registry.Change(
                 slug=RECREATE_LOCAL_DELETE_SLUG,
                 subject='Recreate bug 1848343: a local delete with '
@@ -1570,7 +1673,7 @@ FIX = registry.Fix(
                 nova_tests=(LOCAL_DELETE_TEST,),
                 notes=LOCAL_DELETE_NOTES,
                 unit_tests=('compute_api_local_delete.py',),
-                needs=(RECREATE_LOCAL_DELETE_SLUG, DELETE_SLUG, RETRY_SLUG)),
+                needs=(RECREATE_LOCAL_DELETE_SLUG, DELETE_SLUG, RESTORE_SLUG)),
             registry.Change(
                 slug=RECREATE_CONFIRM_SLUG,
                 subject='Recreate bug 1848343: a delete while a confirm '

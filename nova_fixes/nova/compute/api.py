@@ -231,9 +231,12 @@ def _delete(self, context, instance, delete_type, cb, **instance_attrs):
     before it reached the compute (_delete_left_behind) is deleted again
     rather than ignored; a DELETE of a server whose delete is under way
     is ignored before it saves anything (_delete_under_way), so that
-    retries do not put that off. A server whose host changed under a local
-    delete is deleted on its new host (_delete_on_its_new_host). And a
-    server that a cross-cell resize which failed or stopped left with a
+    retries do not put that off.
+
+    A server whose host changed under a local delete is deleted on its
+    new host (_delete_on_its_new_host).
+
+    A server that a cross-cell resize which failed or stopped left with a
     hidden copy in another cell (_hidden_copies) has that copy deleted
     too, once its own delete is done: no other request reaches it.
     """
