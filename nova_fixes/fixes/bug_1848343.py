@@ -1321,6 +1321,16 @@ RESTORE_TARGETS = (API_DELETE,)
 RESTORE_NOTES = (
     'bug-1848343-delete-failed-task-state-fe1666286f561230.yaml',)
 API_DELETE_UNIT = 'compute_api_delete_left_behind.py'
+API_UNIT = 'nova/tests/unit/compute/test_api.py'
+#: The classes of API_DELETE_UNIT, appended with the change they test.
+RESTORE_UNIT = registry.NovaUnitTests(API_UNIT, API_DELETE_UNIT, classes=(
+    'DeleteLeftBehindTestBase', 'DeleteLeftBehindRestoreTaskStateTestCase'))
+RETRY_UNIT = registry.NovaUnitTests(API_UNIT, API_DELETE_UNIT, classes=(
+    'DeleteLeftBehindResendTestCase', 'DeleteUnderWayTestCase'))
+HOST_CHANGED_UNIT = registry.NovaUnitTests(API_UNIT, API_DELETE_UNIT, classes=(
+    'DeleteLeftBehindHostChangedTestCase',))
+HIDDEN_UNIT = registry.NovaUnitTests(API_UNIT, API_DELETE_UNIT, classes=(
+    'DeleteLeftBehindHiddenCopyTestCase',))
 #: A delete a stopped request left behind is sent again.
 RECREATE_RETRY_SLUG = ('Recreate-bug-1848343-a-delete-left-behind-by-a-'
                        'stopped-request')
@@ -1403,7 +1413,6 @@ RESTART_NOTES = (
 #: nova's unit test modules the changes add tests to (registry.
 #: NovaUnitTests), beside nova's own tests of the same code.
 COMPUTE_MANAGER_UNIT = 'nova/tests/unit/compute/test_compute_mgr.py'
-API_UNIT = 'nova/tests/unit/compute/test_api.py'
 MIGRATE_UNIT = 'nova/tests/unit/conductor/tasks/test_migrate.py'
 CROSS_CELL_UNIT = 'nova/tests/unit/conductor/tasks/test_cross_cell_migrate.py'
 
@@ -1502,15 +1511,7 @@ FIX = registry.Fix(
                                'cross_cell_delete_hidden_copy.py'),
         registry.NovaUnitTests('nova/tests/unit/compute/test_utils.py',
                                'compute_utils_ports_or_volumes.py'),
-        registry.NovaUnitTests(API_UNIT, API_DELETE_UNIT, classes=(
-            'DeleteLeftBehindTestBase',
-            'DeleteLeftBehindRestoreTaskStateTestCase')),
-        registry.NovaUnitTests(API_UNIT, API_DELETE_UNIT, classes=(
-            'DeleteLeftBehindResendTestCase', 'DeleteUnderWayTestCase')),
-        registry.NovaUnitTests(API_UNIT, API_DELETE_UNIT, classes=(
-            'DeleteLeftBehindHostChangedTestCase',)),
-        registry.NovaUnitTests(API_UNIT, API_DELETE_UNIT, classes=(
-            'DeleteLeftBehindHiddenCopyTestCase',)),
+        RESTORE_UNIT, RETRY_UNIT, HOST_CHANGED_UNIT, HIDDEN_UNIT,
         registry.NovaUnitTests(API_UNIT, 'compute_api_local_delete.py'),
         registry.NovaUnitTests(COMPUTE_MANAGER_UNIT,
                                'compute_mgr_confirm.py'),
@@ -1595,8 +1596,7 @@ FIX = registry.Fix(
                 targets=RESTORE_TARGETS,
                 test_edits=('soft_delete_rollback_puts_task_state_back',),
                 notes=RESTORE_NOTES,
-                unit_tests=(API_DELETE_UNIT + ':DeleteLeftBehindTestBase+'
-                            'DeleteLeftBehindRestoreTaskStateTestCase',),
+                unit_tests=(RESTORE_UNIT.name,),
                 needs=()),
             registry.Change(
                 slug=RECREATE_RETRY_SLUG,
@@ -1615,8 +1615,7 @@ FIX = registry.Fix(
                                      '_delete_under_way')),),
                 nova_tests=(RETRY_TEST,),
                 notes=RETRY_NOTES,
-                unit_tests=(API_DELETE_UNIT + ':DeleteLeftBehindResendTestCase'
-                            '+DeleteUnderWayTestCase',),
+                unit_tests=(RETRY_UNIT.name,),
                 needs=(RESTORE_SLUG, RECREATE_RETRY_SLUG)),
             registry.Change(
                 slug=HOST_CHANGED_SLUG,
@@ -1628,8 +1627,7 @@ FIX = registry.Fix(
                 grows=((API_DELETE, ('_delete_on_its_new_host',)),),
                 notes=HOST_CHANGED_NOTES,
                 unit_tests=('compute_utils_ports_or_volumes.py',
-                            API_DELETE_UNIT +
-                            ':DeleteLeftBehindHostChangedTestCase'),
+                            HOST_CHANGED_UNIT.name),
                 needs=(RESTORE_SLUG,)),
             registry.Change(
                 slug=RECREATE_HIDDEN_SLUG,
@@ -1650,8 +1648,7 @@ FIX = registry.Fix(
                 nova_tests=(HIDDEN_COPY_TEST,),
                 notes=HIDDEN_NOTES,
                 unit_tests=('cross_cell_delete_hidden_copy.py',
-                            API_DELETE_UNIT +
-                            ':DeleteLeftBehindHiddenCopyTestCase'),
+                            HIDDEN_UNIT.name),
                 needs=(RESTORE_SLUG, RECREATE_HIDDEN_SLUG)),
             registry.Change(
                 slug=RECREATE_LOCAL_DELETE_SLUG,
