@@ -277,6 +277,59 @@ class NovaFixesTestMixin(object):
             'after archive_deleted_rows and the resource tracker periodic')
         self.assert_no_leaked_allocations()
 
+    def assert_survivor(self, server, host):
+        """The survivor property: a server that lived through a fault,
+        once the services are back (init_host has run), holds exactly its
+        flavor on ``host``, where its guest runs, and nothing anywhere
+        else (the instance consumer; no migration consumer of it holds
+        anything); no migration of it is left in progress; it has no task
+        state; the quota counts it once in both counting modes (it is the
+        only server of its project). Checked
+        right away, then again after one pass of every compute's
+        periodics.
+        """
+        for settled in (False, True):
+            when = ' (after the periodics)' if settled else ''
+            if settled:
+                self._run_periodics()
+            server = self.api.get_server(server['id'])
+            self.assertEqual(host, server['OS-EXT-SRV-ATTR:host'])
+            self.assertIsNone(server['OS-EXT-STS:task_state'],
+                              STUCK + 'a task state nothing clears' + when)
+            ctxt = nova_context.get_admin_context()
+            migrations = objects.MigrationList.get_by_filters(
+                ctxt, {'instance_uuid': server['id']})
+            moving = ['%s (%s)' % (m.uuid, m.status) for m in migrations
+                      if m.status not in DONE_MIGRATION_STATUSES]
+            self.assertEqual([], moving, STUCK + 'migrations of a move '
+                             'that is over still in progress' + when)
+            mine = {server['id']} | {m.uuid for m in migrations}
+            held = {consumer: allocs for consumer, allocs
+                    in self._all_allocations().items() if consumer in mine}
+            resources = {rc: n for rc, n in self._resources_from_flavor(
+                server['flavor']).items() if n}
+            self.assertEqual(
+                {server['id']: {self._get_provider_uuid_by_host(host):
+                                resources}},
+                held, LEAK + 'what the server and its migrations hold '
+                '({consumer: {provider: resources}}), not its flavor on '
+                'the host where its guest runs' + when)
+            self.assert_no_leaked_allocations()
+            for from_placement in (False, True):
+                self.flags(count_usage_from_placement=from_placement,
+                           group='quota')
+                quota = self.api.api_get(
+                    '/os-quota-sets/%s/detail' % server['tenant_id']
+                ).body['quota_set']
+                self.assertEqual(
+                    {'instances': 1, 'cores': resources['VCPU'],
+                     'ram': resources['MEMORY_MB']},
+                    {res: quota[res]['in_use']
+                     for res in ('instances', 'cores', 'ram')},
+                    LEAK + 'quota usage (count_usage_from_placement=%s)%s'
+                    % (from_placement, when))
+            self.flags(count_usage_from_placement=False, group='quota')
+
     def archive_and_run_periodics(self):
         """nova-manage db archive_deleted_rows --all-cells, then every
         compute's update_available_resource periodic.
