@@ -170,11 +170,21 @@ class ActivationTestCase(testtools.TestCase):
         distro backport): the live function's own lines are what counts.
         """
         series = activation.series_of(activation.nova_version())
-        # The last target whose function has a line to change before the
-        # next target's in its file.
-        for last in reversed([target for fix in fixes.FIXES
-                              for target in registry.targets_of(fix, series)
-                              if not target.new]):
+        # A target whose function is the last of the targets in its file
+        # (a line inserted there moves no other target's lines) and has a
+        # line to change before the next target's.
+        placed = {}
+        for fix in fixes.FIXES:
+            for target in registry.targets_of(fix, series):
+                if target.new:
+                    continue
+                owner, name = activation._resolve(target.path)
+                code = inspect.unwrap(getattr(owner, name)).__code__
+                placed[target] = (code.co_filename, code.co_firstlineno)
+        lasts = [target for target, (path, first) in placed.items()
+                 if first == max(f for p, f in placed.values()
+                                 if p == path)]
+        for last in reversed(lasts):
             owner, name = activation._resolve(last.path)
             source = inspect.getsourcelines(
                 inspect.unwrap(getattr(owner, name)))[0]
@@ -325,7 +335,8 @@ class FixtureTestCase(testtools.TestCase):
         self.addCleanup(nova_fixes.deactivate)
         outer = _snapshot()
         with fixture.NovaFixes() as fix:
-            self.assertEqual([1859496, 'orphans'], fix.activated)
+            self.assertEqual([1859496, 'orphans', 'interrupted_moves'],
+                             fix.activated)
             self.assertCountEqual(ALL, nova_fixes.active_fixes())
         self.assertEqual([1848343], nova_fixes.active_fixes())
         self.assertEqual(outer, _snapshot())
@@ -375,13 +386,15 @@ class DeactivateTestCase(testtools.TestCase):
     def test_deactivate_some_keeps_the_others(self):
         nova_fixes.activate()
         self.assertEqual([1859496], nova_fixes.deactivate([1859496]))
-        self.assertEqual([1848343, 'orphans'], nova_fixes.active_fixes())
+        self.assertEqual([1848343, 'orphans', 'interrupted_moves'],
+                         nova_fixes.active_fixes())
         from nova.api.openstack.compute import servers
         self.assertIs(self.before[
             'nova.api.openstack.compute.servers:ServersController.delete'],
             vars(servers.ServersController)['delete'])
         self.assertEqual([], nova_fixes.deactivate([1859496]))
-        self.assertEqual([1848343, 'orphans'], nova_fixes.deactivate())
+        self.assertEqual([1848343, 'orphans', 'interrupted_moves'],
+                         nova_fixes.deactivate())
         self.assertEqual(self.before, _snapshot())
 
     def test_deactivate_an_unknown_fix(self):

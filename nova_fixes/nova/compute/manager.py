@@ -19,6 +19,7 @@ from oslo_service import periodic_task
 from oslo_utils import excutils
 
 from nova.compute import power_state
+from nova.compute import task_states
 from nova.compute import utils as compute_utils
 from nova.compute import vm_states
 import nova.conf
@@ -312,6 +313,105 @@ def init_host(self, service_ref):
     """
     self._init_host_as_nova_does(service_ref)
     _remove_allocations_of_finished_moves_at_start(self)
+
+
+#: The task states in which nova's init rolls back a move that this host
+#: was the source of when its compute service stopped: RESIZE_MIGRATING
+#: (resize_instance, the driver's migrate_disk_and_power_off) and
+#: MIGRATING (the driver's live migration).
+INTERRUPTED_MOVE_STATES = (task_states.RESIZE_MIGRATING,
+                           task_states.MIGRATING)
+#: The statuses of a live migration that init_host may find interrupted:
+#: in progress, or 'error' once nova's _reset_live_migration recorded it.
+INTERRUPTED_LIVE_MIGRATION_STATUSES = ('queued', 'preparing', 'running',
+                                       'error')
+
+
+def _init_instance(self, context, instance):
+    """Replaces ComputeManager._init_instance (interrupted moves).
+
+    Initialize this instance during service init.
+
+    A move whose source compute service stopped in the middle of it
+    (inside resize_instance or the driver's live migration) is rolled
+    back by nova's init: the guest runs on this host again and the task
+    state is cleared. Nothing gave back what the move took in placement:
+    the instance consumer kept the destination's claim and the migration
+    consumer this host's allocations, for as long as the server lives.
+    _return_interrupted_move gives them back.
+    """
+    task_state = instance.task_state
+    self._init_instance_as_nova_does(context, instance)
+    if (task_state in INTERRUPTED_MOVE_STATES and
+            instance.host == self.host and instance.task_state is None):
+        self._return_interrupted_move(context, instance, task_state)
+
+
+def _return_interrupted_move(self, context, instance, task_state):
+    """Added to ComputeManager (interrupted moves).
+
+    Give an instance back what a move that init_host rolled back on this
+    host took.
+
+    The migration consumer holds what the instance had on this host's
+    node, the instance consumer the destination's claim. Only on
+    positive evidence that the guest runs here (the driver has it): the
+    migration's allocations are moved back to the instance
+    (_revert_allocation, which requires the instance consumer's
+    generation and removes them instead for a deleted server), replacing
+    the destination's claim, and then the migration is recorded 'error':
+    a move that is over. A cold migration or resize also drops the
+    instance's migration context. Where the guest is not here (a live
+    migration that ended on the destination before the source stopped)
+    nothing is changed, and a warning says what is left. A failure is
+    logged; the service starts all the same.
+
+    :param context: an admin request context
+    :param instance: the instance, its task state cleared by nova's init
+    :param task_state: its task state before the init (one of
+        INTERRUPTED_MOVE_STATES)
+    """
+    try:
+        migration = _interrupted_migration(self, context, instance,
+                                           task_state)
+        if migration is None:
+            return
+        if not self.driver.instance_exists(instance):
+            LOG.warning('The guest of the interrupted migration %s is not '
+                        'on this host; its allocations are left as they '
+                        'are: the instance holds its destination %s, the '
+                        'migration this host.', migration.uuid,
+                        migration.dest_compute, instance=instance)
+            return
+        self._revert_allocation(context, instance, migration)
+        if migration.status != 'error':
+            migration.status = 'error'
+            migration.save()
+        if (task_state == task_states.RESIZE_MIGRATING and
+                instance.migration_context is not None):
+            instance.drop_migration_context()
+    except Exception:
+        LOG.exception('Unable to give back the allocations of the move '
+                      'interrupted when this service stopped.',
+                      instance=instance)
+
+
+def _interrupted_migration(manager, context, instance, task_state):
+    """The migration of the move interrupted on this host, or None."""
+    if task_state == task_states.RESIZE_MIGRATING:
+        if instance.migration_context is None:
+            return None
+        return objects.Migration.get_by_id_and_instance(
+            context, instance.migration_context.migration_id, instance.uuid)
+    migrations = objects.MigrationList.get_by_filters(
+        context, {'instance_uuid': instance.uuid,
+                  'migration_type': fields.MigrationType.LIVE_MIGRATION,
+                  'status': list(INTERRUPTED_LIVE_MIGRATION_STATUSES)},
+        sort_keys=['created_at', 'id'], sort_dirs=['desc', 'desc'])
+    for migration in migrations:
+        if migration.source_compute == manager.host:
+            return migration
+    return None
 
 
 # What _finished_moves_unread holds when init_host could not even list

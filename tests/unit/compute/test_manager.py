@@ -609,3 +609,104 @@ class RemoveAllocationsOfFinishedMovesLeftTestCase(testtools.TestCase):
         self.assertTrue(task._periodic_task)
         self.assertEqual(manager.CONF.instance_delete_interval,
                          task._periodic_spacing)
+
+
+class InterruptedMoveTestCase(testtools.TestCase):
+    """_init_instance and _return_interrupted_move (interrupted moves)."""
+
+    def setUp(self):
+        super(InterruptedMoveTestCase, self).setUp()
+        objects.register_all()
+
+    def _compute(self):
+        compute = mock.Mock(host='src')
+        return compute
+
+    def _init(self, before, after, host='src'):
+        compute = self._compute()
+        instance = mock.Mock(task_state=before, host=host)
+
+        def init(ctxt, inst):
+            inst.task_state = after
+
+        compute._init_instance_as_nova_does.side_effect = init
+        manager._init_instance(compute, mock.sentinel.ctxt, instance)
+        return compute, instance
+
+    def test_rolled_back_moves_are_given_back(self):
+        for state in manager.INTERRUPTED_MOVE_STATES:
+            compute, instance = self._init(state, None)
+            compute._return_interrupted_move.assert_called_once_with(
+                mock.sentinel.ctxt, instance, state)
+
+    def test_nothing_else_is_given_back(self):
+        for before, after, host in (('resize_prep', None, 'src'),
+                                    (None, None, 'src'),
+                                    ('migrating', 'migrating', 'src'),
+                                    ('migrating', None, 'dest')):
+            compute, _ = self._init(before, after, host)
+            compute._return_interrupted_move.assert_not_called()
+
+    def _migration(self, **kwargs):
+        values = dict(uuid='mig', status='migrating', source_compute='src',
+                      dest_compute='dest', id=1)
+        values.update(kwargs)
+        return mock.Mock(**values)
+
+    @mock.patch('nova.objects.Migration.get_by_id_and_instance')
+    def test_resize_given_back_then_recorded_error(self, get):
+        compute = self._compute()
+        migration = get.return_value = self._migration()
+        instance = mock.Mock(uuid='inst')
+        compute._revert_allocation.side_effect = (
+            lambda *a: self.assertEqual('migrating', migration.status))
+        manager._return_interrupted_move(compute, mock.sentinel.ctxt,
+                                         instance, 'resize_migrating')
+        compute._revert_allocation.assert_called_once_with(
+            mock.sentinel.ctxt, instance, migration)
+        self.assertEqual('error', migration.status)
+        migration.save.assert_called_once_with()
+        instance.drop_migration_context.assert_called_once_with()
+
+    @mock.patch('nova.objects.Migration.get_by_id_and_instance')
+    def test_no_evidence_no_change(self, get):
+        compute = self._compute()
+        compute.driver.instance_exists.return_value = False
+        migration = get.return_value = self._migration()
+        instance = mock.Mock(uuid='inst')
+        manager._return_interrupted_move(compute, mock.sentinel.ctxt,
+                                         instance, 'resize_migrating')
+        compute._revert_allocation.assert_not_called()
+        migration.save.assert_not_called()
+        instance.drop_migration_context.assert_not_called()
+
+    @mock.patch('nova.objects.Migration.get_by_id_and_instance')
+    def test_a_failed_revert_leaves_the_migration_in_progress(self, get):
+        # A later pass finds it in progress and can try again.
+        compute = self._compute()
+        migration = get.return_value = self._migration()
+        compute._revert_allocation.side_effect = exception.NovaException()
+        manager._return_interrupted_move(compute, mock.sentinel.ctxt,
+                                         mock.Mock(), 'resize_migrating')
+        self.assertEqual('migrating', migration.status)
+        migration.save.assert_not_called()
+
+    @mock.patch('nova.objects.MigrationList.get_by_filters')
+    def test_the_newest_live_migration_from_this_host(self, get_by_filters):
+        mine = self._migration(status='error')
+        get_by_filters.return_value = [self._migration(source_compute='x'),
+                                       mine]
+        compute = self._compute()
+        self.assertIs(mine, manager._interrupted_migration(
+            compute, mock.sentinel.ctxt, mock.Mock(uuid='inst'),
+            'migrating'))
+        filters = get_by_filters.call_args[0][1]
+        self.assertEqual(['queued', 'preparing', 'running', 'error'],
+                         filters['status'])
+        self.assertEqual(['created_at', 'id'],
+                         get_by_filters.call_args[1]['sort_keys'])
+
+    def test_a_resize_without_migration_context(self):
+        self.assertIsNone(manager._interrupted_migration(
+            self._compute(), mock.sentinel.ctxt,
+            mock.Mock(migration_context=None), 'resize_migrating'))

@@ -1,0 +1,131 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Interrupted moves: a server whose move was interrupted on its source
+(the source compute service stopped in the middle of it and started
+again) lives on holding the destination's claim, and its migration the
+source (no Launchpad bug found; nova's init_host rolls the guest back and
+touches no allocation).
+"""
+
+from nova_fixes import registry
+
+RECREATE_MESSAGE = """\
+A source compute service that stops in the middle of a move (inside
+resize_instance's migrate_disk_and_power_off, or inside the driver's
+live migration) and starts again rolls the move back in init_host: the
+guest runs on the source again and the task state is cleared. Nothing
+gives back what the move took in placement: the instance consumer keeps
+the destination's claim and the migration consumer the source's
+allocations, for as long as the server lives. A cold migration's
+migration even stays 'migrating', so the resource tracker of the
+destination keeps counting it, and the quota counted from placement
+counts the server's flavor twice.
+
+This adds functional regression tests that stop the source in each of
+those driver calls, start it again and check what the server holds. They
+assert what is left under a FIXME; the change that fixes it flips the
+assertions."""
+
+FIX_MESSAGE = """\
+When init_host finds a server in RESIZE_MIGRATING or MIGRATING on its
+source, it rolls the move back and clears the task state, but the
+allocations stay as the move made them: the instance consumer holds the
+destination's claim, the migration consumer what the server had on this
+host.
+
+_init_instance now gives them back once nova's init has rolled the move
+back (_return_interrupted_move), on positive evidence only: the guest
+must be on this host (the driver has it). The migration's allocations
+are moved back to the instance with the instance consumer's generation
+(_revert_allocation, which removes them instead if the server was
+deleted meanwhile), replacing the destination's claim, and the
+migration is recorded 'error'; a cold migration or resize also drops the
+instance's migration context. Where the guest is not on this host (a
+live migration that ended on the destination before its source stopped)
+nothing is changed and a warning says what is left. It costs one
+database query and one move of allocations per server whose move was
+interrupted, and nothing for the others.
+
+The regression tests now assert that the server holds exactly its flavor
+on its host, that no migration of it is left in progress, and that its
+delete leaves nothing."""
+
+RECREATE_SLUG = 'Recreate-a-move-interrupted-on-its-source'
+FIX_SLUG = 'Give-back-the-allocations-of-a-move-interrupted-on-its-source'
+NOVA_TEST = 'nova/tests/functional/compute/test_interrupted_moves.py'
+TARGETS = (
+    'nova.compute.manager:ComputeManager._init_instance',
+    'nova.compute.manager:ComputeManager._return_interrupted_move',
+)
+NOTES = ('interrupted-moves-give-back-allocations-2f7c9b14e0d6a583.yaml',)
+
+FIX = registry.Fix(
+    bug='interrupted_moves',
+    title='A server whose move was interrupted on its source holds the '
+          'destination, and its migration the source',
+    open_upstream=True,
+    upstream='open; init_host rolls back RESIZE_MIGRATING and MIGRATING '
+             'without touching placement',
+    targets=(
+        registry.Target('nova.compute.manager:ComputeManager._init_instance',
+                        'nova_fixes.nova.compute.manager:_init_instance',
+                        original_as='_init_instance_as_nova_does',
+                        services=('compute',)),
+        registry.Target('nova.compute.manager:'
+                        'ComputeManager._return_interrupted_move',
+                        'nova_fixes.nova.compute.manager:'
+                        '_return_interrupted_move', new=True,
+                        services=('compute',)),
+    ),
+    tests=('test_survivors',),
+    nova_tests=(
+        registry.NovaTest(
+            NOVA_TEST, 'test_interrupted_moves.py',
+            pairs=(
+                ('test_source_stops_in_migrate_disk_and_power_off',
+                 'test_survivors.ColdMigrationSourceDiesTest.'
+                 'test_source_dies_in_migrate_disk_and_power_off'),
+                ('test_source_stops_in_live_migration',
+                 'test_survivors.LiveMigrationSourceDiesTest.'
+                 'test_source_dies_in_live_migration'),
+            )),
+    ),
+    notes=NOTES,
+    unit_tests=(registry.NovaUnitTests(
+        'nova/tests/unit/compute/test_compute_mgr.py',
+        'compute_mgr_interrupted_moves.py'),),
+    patch=registry.Patch(
+        slug=FIX_SLUG,
+        subject='Give back the allocations of a move interrupted on its '
+                'source',
+        body=FIX_MESSAGE,
+        changes=(
+            registry.Change(
+                slug=RECREATE_SLUG,
+                subject='Recreate a move interrupted on its source',
+                body=RECREATE_MESSAGE,
+                recreates=(NOVA_TEST,),
+                needs=()),
+            registry.Change(
+                slug=FIX_SLUG,
+                subject='Give back the allocations of a move interrupted '
+                        'on its source',
+                body=FIX_MESSAGE,
+                targets=TARGETS,
+                nova_tests=(NOVA_TEST,),
+                notes=NOTES,
+                unit_tests=('compute_mgr_interrupted_moves.py',),
+                needs=(RECREATE_SLUG,)),
+        ),
+    ),
+)
