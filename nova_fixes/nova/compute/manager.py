@@ -350,8 +350,7 @@ def _init_instance(self, context, instance):
 def _return_interrupted_move(self, context, instance, task_state):
     """Added to ComputeManager (interrupted moves).
 
-    Give an instance back what a move that init_host rolled back on this
-    host took.
+    Give back what a move that init_host rolled back took.
 
     The migration consumer holds what the instance had on this host's
     node, the instance consumer the destination's claim. Only on
