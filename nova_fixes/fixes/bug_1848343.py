@@ -151,10 +151,10 @@ placement cannot be reached.
   of its migrations first, and refuses the delete with
   PlacementUnavailableForDelete (503, the delete can be retried) when
   that fails, before anything is destroyed. API._delete puts back the
-  task state the DELETE saved (change "Let the user retry a delete that
-  failed or stopped"), so the user can delete the server again, also
-  once its compute is back. An API that dies after the record is
-  destroyed leaves nothing either.
+  task state the DELETE saved (change "Put the task state back when a
+  delete fails"), so the user can delete the server again, also once its
+  compute is back. An API that dies after the record is destroyed
+  leaves nothing either.
 * The API's confirm-on-delete of a server in VERIFY_RESIZE fails on the
   source compute when placement is down, and the DELETE answered 500.
   When placement does not answer the API either, that failure is now
@@ -163,7 +163,21 @@ placement cannot be reached.
 
 The regression test now asserts that the DELETE is refused, the server
 left as it was, and that deleting it again once placement is back
-leaves nothing."""
+leaves nothing.
+
+nova's test_bug_1679750 deletes a server locally while nova-api cannot
+reach placement (none is configured for it) and expected a 204, the
+allocations left for the compute's resource tracker to heal once the
+compute restarts. That layout is not supported: nova-api has required
+the [placement] section since bug 1679750 was fixed (that fix's upgrade
+note), and uses placement for more than this delete (host aggregates,
+the provider of a deleted compute service, a boot to a given hypervisor
+hostname, usage counted from placement). And that healing comes only if
+the compute comes back before the deleted server's row is archived,
+never for a migration's allocations. The test now expects the 503 with
+the server left as it was, deletes the server again once placement
+answers, which removes its allocations, and checks that the restarted
+compute leaves the usages as they were before the server."""
 
 RECREATE_RETRY_MESSAGE = """\
 The API saves the DELETING task state before it casts the delete to the
@@ -780,6 +794,119 @@ def local_delete_tests_mock_placement(files):
                 "%s            new=mock.Mock(return_value=True))\n"
                 % ((indent,) * 5)))
         return ''.join(lines)
+
+    return edits.edit_python(files, path, edit)
+
+
+#: nova's regression test of bug 1679750 that deletes a server locally
+#: while nova-api cannot reach placement: (path, class, test).
+RESTART_1679750 = ('nova/tests/functional/regressions/test_bug_1679750.py',
+                   'TestLocalDeleteAllocations',
+                   'test_local_delete_removes_allocations_after_compute_'
+                   'restart')
+
+#: (what nova's test reads, what it reads now), each found exactly once in
+#: the test's function: its docstring, the DELETE while nova-api cannot
+#: reach placement, then the compute's restart once placement answers.
+_RESTART_1679750_EDITS = (
+    ('''\
+        """Tests that allocations are removed after a local delete.
+
+        This tests the scenario where a server is local deleted (because the
+        compute host is down) and we want to make sure that its allocations
+        have been cleaned up once the nova-compute service restarts.
+
+        In this scenario we conditionally use the PlacementFixture to simulate
+        the case that nova-api isn't configured to talk to placement, thus we
+        need to manage the placement database independently.
+        """
+''', '''\
+        """Tests that a local delete leaves no allocations behind when
+        nova-api cannot reach placement.
+
+        This tests the scenario where a server is to be local deleted
+        (because the compute host is down) while nova-api cannot talk to
+        placement. The API used to destroy the server anyway and leave its
+        allocations for the nova-compute service to heal when it restarts,
+        which it never does if the compute does not come back or once the
+        deleted instance is archived. The delete is now refused (503) with
+        the server left as it was; deleting it again once placement answers
+        removes its allocations, and the restarted nova-compute service
+        finds nothing to heal.
+
+        In this scenario we conditionally use the PlacementFixture to simulate
+        the case that nova-api isn't configured to talk to placement, thus we
+        need to manage the placement database independently.
+        """
+'''),
+    ('''\
+        # Delete the server (will be a local delete because compute is down).
+        self._delete_server(server)
+''', '''\
+        # Delete the server (would be a local delete because compute is
+        # down). nova-api cannot delete the allocations, so it refuses the
+        # delete before it destroys anything.
+        response = self.api.api_delete('/servers/%s' % server['id'],
+                                       check_response_status=[503])
+        self.assertIn('The delete can be retried',
+                      response.body['serviceUnavailable']['message'])
+        server = self.api.get_server(server['id'])
+        self.assertEqual('ACTIVE', server['status'])
+        self.assertIsNone(server['OS-EXT-STS:task_state'])
+'''),
+    ('''\
+            # Start the compute service again. Before it comes up, it will
+            # call the update_available_resource code in the ResourceTracker
+            # which is what "heals" the allocations for the deleted instance.
+            compute.start()
+''', '''\
+            # Placement answers again: deleting the server, again locally,
+            # removes its allocations.
+            self._delete_server(server)
+            self.assertEqual(usages_before,
+                             self._get_usages(placement_api, rp_uuid))
+
+            # Start the compute service again. Before it comes up, it will
+            # call the update_available_resource code in the ResourceTracker,
+            # which "heals" the allocations of deleted instances: there are
+            # none left.
+            compute.start()
+'''),
+)
+
+
+def local_delete_after_compute_restart_is_retried(files):
+    """nova's regression test of bug 1679750 deletes a server locally
+    while nova-api cannot reach placement, and expected the delete to
+    succeed and the restarted compute to heal the allocations it left. The
+    local delete now refuses it (503) with the server left as it was: the
+    test asserts that, then deletes the server again once placement
+    answers, which removes the allocations, and checks that the restarted
+    compute still leaves the usages as they were before the server.
+    """
+    path, cls_name, name = RESTART_1679750
+
+    def edit(text):
+        tree = ast.parse(text)
+        cls = next((node for node in ast.walk(tree)
+                    if isinstance(node, ast.ClassDef) and
+                    node.name == cls_name), None)
+        func = edits.function(cls, name) if cls else None
+        if func is None:
+            raise errors.ExportError('%s has no %s.%s' % (path, cls_name,
+                                                           name))
+        lines = text.splitlines(True)
+        segment = ''.join(lines[func.lineno - 1:func.end_lineno])
+        for old, new in _RESTART_1679750_EDITS:
+            if segment.count(old) != 1:
+                raise errors.ExportError(
+                    '%s: %s.%s does not read as expected (a local delete '
+                    'while nova-api cannot reach placement, healed by the '
+                    'compute\'s restart); missing: %s'
+                    % (path, cls_name, name, old.strip().splitlines()[0]))
+            segment = segment.replace(old, new)
+        return ''.join(lines[:func.lineno - 1]) + segment + ''.join(
+            lines[func.end_lineno:])
 
     return edits.edit_python(files, path, edit)
 
@@ -1530,6 +1657,7 @@ FIX = registry.Fix(
                     revert_allocation_assertions, confirm_rollback_failure,
                     soft_delete_rollback_puts_task_state_back,
                     local_delete_tests_mock_placement,
+                    local_delete_after_compute_restart_is_retried,
                     confirm_resize_tests_read_migration,
                     compute_delete_tests_placement_answers,
                     usage_tests_placement_answers,
@@ -1666,7 +1794,8 @@ FIX = registry.Fix(
                 body=LOCAL_DELETE_MESSAGE,
                 trailers=('Partial-Bug: #1848343',),
                 targets=LOCAL_DELETE_TARGETS,
-                test_edits=('local_delete_tests_mock_placement',),
+                test_edits=('local_delete_tests_mock_placement',
+                            'local_delete_after_compute_restart_is_retried'),
                 nova_tests=(LOCAL_DELETE_TEST,),
                 notes=LOCAL_DELETE_NOTES,
                 unit_tests=('compute_api_local_delete.py',),

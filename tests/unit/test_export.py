@@ -524,6 +524,70 @@ class PeriodicExportTestCase(testtools.TestCase):
             '    run_immediately=False)\n', decorator)
 
 
+#: nova's test_bug_1679750 (the same from 26.2.2 to 34.0.0), the tests'
+#: bodies abridged.
+NOVA_TEST_1679750 = '''\
+class TestLocalDeleteAllocations(test.TestCase,
+                                 integrated_helpers.InstanceHelperMixin):
+
+    def test_local_delete_removes_allocations_after_compute_restart(self):
+        """Tests that allocations are removed after a local delete.
+
+        This tests the scenario where a server is local deleted (because the
+        compute host is down) and we want to make sure that its allocations
+        have been cleaned up once the nova-compute service restarts.
+
+        In this scenario we conditionally use the PlacementFixture to simulate
+        the case that nova-api isn't configured to talk to placement, thus we
+        need to manage the placement database independently.
+        """
+        with func_fixtures.PlacementFixture(
+                conf_fixture=placement_config, db=False,
+                register_opts=False) as placement:
+            compute = self.start_service('compute')
+            placement_api = placement.api
+            resp = placement_api.get('/resource_providers')
+            rp_uuid = resp.body['resource_providers'][0]['uuid']
+            usages_before = self._get_usages(placement_api, rp_uuid)
+
+            # Force-down compute to trigger local delete.
+            compute.stop()
+
+        # Delete the server (will be a local delete because compute is down).
+        self._delete_server(server)
+
+        with func_fixtures.PlacementFixture(
+                conf_fixture=placement_config, db=False,
+                register_opts=False) as placement:
+            placement_api = placement.api
+            # Assert usages are still non-zero.
+            usages_during = self._get_usages(placement_api, rp_uuid)
+            for usage in usages_during.values():
+                self.assertNotEqual(0, usage)
+
+            # Start the compute service again. Before it comes up, it will
+            # call the update_available_resource code in the ResourceTracker
+            # which is what "heals" the allocations for the deleted instance.
+            compute.start()
+
+            # Get the allocations again to check against the original.
+            usages_after = self._get_usages(placement_api, rp_uuid)
+
+        # They should match.
+        self.assertEqual(usages_before, usages_after)
+
+    def test_local_delete_removes_allocations_from_api(self):
+        """Tests that the compute API deletes allocations when the compute
+        service on which the instance was running is down.
+        """
+        # Delete the server (will be a local delete because compute is down).
+        self._delete_server(server)
+
+        # Get the allocations again to make sure they were deleted.
+        usages_after = self._get_usages(placement_api, rp_uuid)
+'''
+
+
 class NovaTestEditsTestCase(testtools.TestCase):
 
     FIXME_TEST = textwrap.dedent('''\
@@ -621,6 +685,89 @@ conflict(self):
                       '        target_consumer_generation_required=True)',
                       new)
         self.assertEqual(2, new.count('target_consumer_generation_required'))
+
+    TEST_1679750 = NOVA_TEST_1679750
+    PATH_1679750 = 'nova/tests/functional/regressions/test_bug_1679750.py'
+    OTHER_1679750 = '    def test_local_delete_removes_allocations_from_api'
+
+    def test_local_delete_without_placement_is_refused_then_retried(self):
+        text = bug_1848343.local_delete_after_compute_restart_is_retried(
+            {self.PATH_1679750: self.TEST_1679750})[self.PATH_1679750]
+        restart, other = text.split(self.OTHER_1679750)
+        # The DELETE while nova-api cannot reach placement is refused and
+        # leaves the server as it was.
+        self.assertIn(
+            '        # Delete the server (would be a local delete because '
+            'compute is\n'
+            '        # down). nova-api cannot delete the allocations, so it '
+            'refuses the\n'
+            '        # delete before it destroys anything.\n'
+            "        response = self.api.api_delete('/servers/%s' % "
+            "server['id'],\n"
+            '                                       '
+            'check_response_status=[503])\n'
+            "        self.assertIn('The delete can be retried',\n"
+            "                      response.body['serviceUnavailable']"
+            "['message'])\n"
+            "        server = self.api.get_server(server['id'])\n"
+            "        self.assertEqual('ACTIVE', server['status'])\n"
+            "        self.assertIsNone(server['OS-EXT-STS:task_state'])\n"
+            '\n'
+            '        with func_fixtures.PlacementFixture(\n', restart)
+        # Once placement answers, after the usages are found still there
+        # and before the compute restarts, the delete is retried and
+        # removes them; the restart and the last assertion stay.
+        self.assertIn(
+            '                self.assertNotEqual(0, usage)\n'
+            '\n'
+            '            # Placement answers again: deleting the server, '
+            'again locally,\n'
+            '            # removes its allocations.\n'
+            '            self._delete_server(server)\n'
+            '            self.assertEqual(usages_before,\n'
+            '                             self._get_usages(placement_api, '
+            'rp_uuid))\n'
+            '\n'
+            '            # Start the compute service again.', restart)
+        self.assertIn('none left.\n            compute.start()\n', restart)
+        self.assertTrue(restart.endswith(
+            '        # They should match.\n'
+            '        self.assertEqual(usages_before, usages_after)\n\n'))
+        self.assertEqual(1, restart.count('self._delete_server(server)'))
+        self.assertIn('Tests that a local delete leaves no allocations '
+                      'behind when\n        nova-api cannot reach placement.',
+                      restart)
+        self.assertNotIn('is what "heals"', restart)
+        # The other test of the module, with a placement, is left alone.
+        self.assertEqual(self.TEST_1679750.split(self.OTHER_1679750)[1],
+                         other)
+
+    def test_local_delete_test_that_reads_otherwise_is_refused(self):
+        # The restart test no longer deletes the server between the two
+        # placements (the other test of the module still does): nothing
+        # is edited.
+        text = self.TEST_1679750.replace(
+            '        # Delete the server (will be a local delete because '
+            'compute is down).\n'
+            '        self._delete_server(server)\n\n'
+            '        with func_fixtures', '        with func_fixtures', 1)
+        e = self.assertRaises(
+            errors.ExportError,
+            bug_1848343.local_delete_after_compute_restart_is_retried,
+            {self.PATH_1679750: text})
+        self.assertIn('test_local_delete_removes_allocations_after_compute_'
+                      'restart does not read as expected', str(e))
+        self.assertIn('missing: # Delete the server (will be a local delete',
+                      str(e))
+
+    def test_local_delete_test_missing_is_refused(self):
+        e = self.assertRaises(
+            errors.ExportError,
+            bug_1848343.local_delete_after_compute_restart_is_retried,
+            {self.PATH_1679750:
+             'class TestLocalDeleteAllocations(object):\n    pass\n'})
+        self.assertIn('has no TestLocalDeleteAllocations.test_local_delete_'
+                      'removes_allocations_after_compute_restart', str(e))
 
 
 PLAN = registry.Patch(slug='Fix-it', subject='Fix it', body='Because.',
