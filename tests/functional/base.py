@@ -277,6 +277,19 @@ class NovaFixesTestMixin(object):
             'after archive_deleted_rows and the resource tracker periodic')
         self.assert_no_leaked_allocations()
 
+    def _flavor_resources(self, flavor):
+        """What nova allocates for ``flavor`` (the API's flavor of a
+        server): its ephemeral and swap disks count in DISK_GB, as in
+        nova.scheduler.utils.resources_from_flavor.
+        """
+        resources = {rc: n for rc, n in self._resources_from_flavor(
+            flavor).items() if n}
+        disk = (flavor['disk'] + (flavor.get('ephemeral') or 0) +
+                -(-(flavor.get('swap') or 0) // 1024))
+        if disk:
+            resources['DISK_GB'] = disk
+        return resources
+
     def assert_survivor(self, server, host):
         """The survivor property: a server that lived through a fault,
         once the services are back (init_host has run), holds exactly its
@@ -306,8 +319,7 @@ class NovaFixesTestMixin(object):
             mine = {server['id']} | {m.uuid for m in migrations}
             held = {consumer: allocs for consumer, allocs
                     in self._all_allocations().items() if consumer in mine}
-            resources = {rc: n for rc, n in self._resources_from_flavor(
-                server['flavor']).items() if n}
+            resources = self._flavor_resources(server['flavor'])
             self.assertEqual(
                 {server['id']: {self._get_provider_uuid_by_host(host):
                                 resources}},

@@ -155,6 +155,40 @@ class ColdMigrationSourceDiesTest(_SurvivorTestBase):
         self.assert_server_left_nothing(server)
 
 
+class FinishDestinationDiesTest(_SurvivorTestBase):
+    """The destination compute dies inside finish_migration (the source
+    had moved the instance to it: its host is the destination) and
+    restarts: nova's init has no branch for RESIZE_FINISH and leaves the
+    server there, where no request acts on it, its migration holding the
+    source. As a failed finish_resize does, the server must end in ERROR
+    on the destination (a hard reboot may recover it) holding only the
+    destination, its migration 'error'.
+    """
+
+    def _interrupt_finish(self, server, target, action):
+        died = self.die_in('finish_migration', 'finish_resize')
+        self.api.post_server_action(server['id'], action)
+        self.wait_for(died, 'finish_migration', TIMEOUT)
+        self.restart_after_death(target)
+
+    def test_destination_dies_in_finish_migration(self):
+        server, source, target = self._create_server()
+        self._interrupt_finish(server, target, {'migrate': None})
+        self.assert_survivor(server, target)
+        self.assertEqual('ERROR', self.api.get_server(server['id'])['status'])
+        self.delete_server_and_wait(server)
+        self.assert_server_left_nothing(server)
+
+    def test_resize_destination_dies_in_finish_migration(self):
+        server, source, target = self._create_server()
+        flavor = self._create_flavor(vcpu=2, memory_mb=1024, disk=2)
+        self._interrupt_finish(server, target,
+                               {'resize': {'flavorRef': flavor}})
+        self.assert_survivor(server, target)
+        self.delete_server_and_wait(server)
+        self.assert_server_left_nothing(server)
+
+
 class LiveMigrationSourceDiesTest(_SurvivorTestBase):
     """The source compute dies inside the driver's live_migration and
     restarts: its init_host finds the server in MIGRATING, aborts the

@@ -25,11 +25,9 @@ class _Stopped(BaseException):
     """
 
 
-class TestMoveInterruptedOnItsSource(
-        integrated_helpers.ProviderUsageBaseTestCase):
-    """A move whose source compute service stops inside the driver call
-    and starts again: init_host rolls the move back, and the server must
-    then hold exactly its flavor on the source, and nothing else.
+class InterruptedMoveTestBase(integrated_helpers.ProviderUsageBaseTestCase):
+    """Two computes, and a compute service that stops inside a driver
+    call (_stop_in) and starts again.
     """
     compute_driver = 'fake.MediumFakeDriver'
 
@@ -66,6 +64,13 @@ class TestMoveInterruptedOnItsSource(
         self.stub_out('nova.compute.manager.ComputeManager.' + entry,
                       thread_top)
         return reached, release, ended
+
+
+class TestMoveInterruptedOnItsSource(InterruptedMoveTestBase):
+    """A move whose source compute service stops inside the driver call
+    and starts again: init_host rolls the move back, and the server must
+    then hold exactly its flavor on the source, and nothing else.
+    """
 
     def _interrupt(self, driver_method, entry, action):
         server = self._create_server(networks='none')
