@@ -60,6 +60,33 @@ The regression tests now assert that the server holds exactly its flavor
 on its host, that no migration of it is left in progress, and that its
 delete leaves nothing."""
 
+RECREATE_FINISH_MESSAGE = """\
+resize_instance on the source moves the instance to the destination
+(its host and node) and casts finish_resize there. A destination compute
+service that stops inside the driver's finish_migration and starts again
+finds the server in RESIZE_FINISH: init_host has no branch for that task
+state and leaves it there, where no request acts on it, with its
+migration 'post-migrating' and holding the source node for as long as
+the server lives.
+
+This adds a functional regression test that stops the destination in
+finish_migration and starts it again. It asserts what is left under a
+FIXME; the change that fixes it flips the assertions."""
+
+FINISH_MESSAGE = """\
+A resize whose finish the destination was running when its compute
+service stopped (inside the driver's finish_migration) was left by
+init_host in RESIZE_FINISH, its migration holding the source node.
+
+_init_instance now ends it as a failed finish_resize does
+(_error_out_interrupted_finish): the migration is recorded 'error', the
+allocations it holds on the source node are removed
+(_delete_allocation_after_move), the instance keeps the destination's,
+where a hard reboot may recover it, and it is put in ERROR with no task
+state, which its user and the operator can act on. A warning says so.
+
+The regression test now asserts that state."""
+
 RECREATE_SLUG = 'Recreate-a-move-interrupted-on-its-source'
 FIX_SLUG = 'Give-back-the-allocations-of-a-move-interrupted-on-its-source'
 NOVA_TEST = 'nova/tests/functional/compute/test_interrupted_moves.py'
@@ -68,6 +95,11 @@ TARGETS = (
     'nova.compute.manager:ComputeManager._return_interrupted_move',
 )
 NOTES = ('interrupted-moves-give-back-allocations-2f7c9b14e0d6a583.yaml',)
+RECREATE_FINISH_SLUG = ('Recreate-a-resize-finish-interrupted-on-its-'
+                        'destination')
+FINISH_SLUG = 'End-in-ERROR-a-resize-finish-interrupted-on-its-destination'
+FINISH_TEST = 'nova/tests/functional/compute/test_interrupted_finish.py'
+FINISH_NOTES = ('interrupted-moves-resize-finish-7b3e5d20c9a41f86.yaml',)
 
 FIX = registry.Fix(
     bug='interrupted_moves',
@@ -86,6 +118,11 @@ FIX = registry.Fix(
                         'nova_fixes.nova.compute.manager:'
                         '_return_interrupted_move', new=True,
                         services=('compute',)),
+        registry.Target('nova.compute.manager:'
+                        'ComputeManager._error_out_interrupted_finish',
+                        'nova_fixes.nova.compute.manager:'
+                        '_error_out_interrupted_finish', new=True,
+                        services=('compute',)),
     ),
     tests=('test_survivors',),
     nova_tests=(
@@ -99,11 +136,21 @@ FIX = registry.Fix(
                  'test_survivors.LiveMigrationSourceDiesTest.'
                  'test_source_dies_in_live_migration'),
             )),
+        registry.NovaTest(
+            FINISH_TEST, 'test_interrupted_finish.py',
+            pairs=(
+                ('test_destination_stops_in_finish_migration',
+                 'test_survivors.FinishDestinationDiesTest.'
+                 'test_destination_dies_in_finish_migration'),
+            )),
     ),
-    notes=NOTES,
-    unit_tests=(registry.NovaUnitTests(
-        'nova/tests/unit/compute/test_compute_mgr.py',
-        'compute_mgr_interrupted_moves.py'),),
+    notes=NOTES + FINISH_NOTES,
+    unit_tests=(
+        registry.NovaUnitTests('nova/tests/unit/compute/test_compute_mgr.py',
+                               'compute_mgr_interrupted_moves.py'),
+        registry.NovaUnitTests('nova/tests/unit/compute/test_compute_mgr.py',
+                               'compute_mgr_interrupted_finish.py'),
+    ),
     patch=registry.Patch(
         slug=FIX_SLUG,
         subject='Give back the allocations of a move interrupted on its '
@@ -126,6 +173,26 @@ FIX = registry.Fix(
                 notes=NOTES,
                 unit_tests=('compute_mgr_interrupted_moves.py',),
                 needs=(RECREATE_SLUG,)),
+            registry.Change(
+                slug=RECREATE_FINISH_SLUG,
+                subject='Recreate a resize finish interrupted on its '
+                        'destination',
+                body=RECREATE_FINISH_MESSAGE,
+                recreates=(FINISH_TEST,),
+                needs=(RECREATE_SLUG,)),
+            registry.Change(
+                slug=FINISH_SLUG,
+                subject='End in ERROR a resize finish interrupted on its '
+                        'destination',
+                body=FINISH_MESSAGE,
+                targets=('nova.compute.manager:'
+                         'ComputeManager._error_out_interrupted_finish',),
+                grows=(('nova.compute.manager:ComputeManager._init_instance',
+                        ('_error_out_interrupted_finish',)),),
+                nova_tests=(FINISH_TEST,),
+                notes=FINISH_NOTES,
+                unit_tests=('compute_mgr_interrupted_finish.py',),
+                needs=(FIX_SLUG, RECREATE_FINISH_SLUG)),
         ),
     ),
 )

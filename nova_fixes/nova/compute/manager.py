@@ -339,12 +339,22 @@ def _init_instance(self, context, instance):
     the instance consumer kept the destination's claim and the migration
     consumer this host's allocations, for as long as the server lives.
     _return_interrupted_move gives them back.
+
+    A resize whose finish this host was running when its compute service
+    stopped (inside the driver's finish_migration) is left by nova's init
+    in RESIZE_FINISH, where no request acts on it, its migration holding
+    the source. _error_out_interrupted_finish ends it as a failed
+    finish_resize does.
     """
     task_state = instance.task_state
     self._init_instance_as_nova_does(context, instance)
     if (task_state in INTERRUPTED_MOVE_STATES and
             instance.host == self.host and instance.task_state is None):
         self._return_interrupted_move(context, instance, task_state)
+    if (task_state == task_states.RESIZE_FINISH and
+            instance.host == self.host and
+            instance.task_state == task_states.RESIZE_FINISH):
+        self._error_out_interrupted_finish(context, instance)
 
 
 def _return_interrupted_move(self, context, instance, task_state):
@@ -393,6 +403,43 @@ def _return_interrupted_move(self, context, instance, task_state):
         LOG.exception('Unable to give back the allocations of the move '
                       'interrupted when this service stopped.',
                       instance=instance)
+
+
+def _error_out_interrupted_finish(self, context, instance):
+    """Added to ComputeManager (interrupted moves).
+
+    End a resize whose finish this host was interrupted in.
+
+    resize_instance on the source had moved the instance to this host
+    (its host and node are this one's) and the driver's finish_migration
+    did not return: the guest here may be incomplete. As
+    _finish_resize's failure does, the allocations the migration holds
+    on the source node are removed (_delete_allocation_after_move) and
+    the instance keeps this node's, where a hard reboot may recover it;
+    the migration is recorded 'error' and the instance ERROR with no task
+    state, a state its user and the operator can act on. A failure to
+    remove the allocations is logged and leaves the migration 'error'
+    holding them, which the delete of the server removes.
+
+    :param context: an admin request context
+    :param instance: the instance, left in RESIZE_FINISH by nova's init
+    """
+    LOG.warning('The resize of this instance was interrupted in its '
+                'finish on this host when the service stopped; it is put '
+                'in ERROR. You may be able to recover it by hard '
+                'rebooting it.', instance=instance)
+    try:
+        if instance.migration_context is not None:
+            migration = objects.Migration.get_by_id_and_instance(
+                context, instance.migration_context.migration_id,
+                instance.uuid)
+            migration.status = 'error'
+            migration.save()
+            self._delete_allocation_after_move(context, instance, migration)
+    except Exception:
+        LOG.exception('Unable to remove the allocations the interrupted '
+                      'resize holds on its source node.', instance=instance)
+    self._set_instance_obj_error_state(instance, clean_task_state=True)
 
 
 def _interrupted_migration(manager, context, instance, task_state):

@@ -710,3 +710,40 @@ class InterruptedMoveTestCase(testtools.TestCase):
         self.assertIsNone(manager._interrupted_migration(
             self._compute(), mock.sentinel.ctxt,
             mock.Mock(migration_context=None), 'resize_migrating'))
+
+    def test_an_interrupted_finish_is_ended(self):
+        compute, instance = self._init('resize_finish', 'resize_finish')
+        compute._error_out_interrupted_finish.assert_called_once_with(
+            mock.sentinel.ctxt, instance)
+        compute._return_interrupted_move.assert_not_called()
+
+    def test_a_finish_nova_cleared_or_on_another_host_is_left(self):
+        for after, host in ((None, 'src'), ('resize_finish', 'dest')):
+            compute, _ = self._init('resize_finish', after, host)
+            compute._error_out_interrupted_finish.assert_not_called()
+
+    @mock.patch('nova.objects.Migration.get_by_id_and_instance')
+    def test_interrupted_finish_ends_in_error(self, get):
+        compute = self._compute()
+        migration = get.return_value = self._migration(
+            status='post-migrating')
+        compute._delete_allocation_after_move.side_effect = (
+            lambda *a: self.assertEqual('error', migration.status))
+        instance = mock.Mock(uuid='inst')
+        manager._error_out_interrupted_finish(compute, mock.sentinel.ctxt,
+                                              instance)
+        migration.save.assert_called_once_with()
+        compute._delete_allocation_after_move.assert_called_once_with(
+            mock.sentinel.ctxt, instance, migration)
+        compute._set_instance_obj_error_state.assert_called_once_with(
+            instance, clean_task_state=True)
+
+    @mock.patch('nova.objects.Migration.get_by_id_and_instance',
+                side_effect=exception.NovaException('no database'))
+    def test_interrupted_finish_in_error_whatever_fails(self, get):
+        compute = self._compute()
+        instance = mock.Mock(uuid='inst')
+        manager._error_out_interrupted_finish(compute, mock.sentinel.ctxt,
+                                              instance)
+        compute._set_instance_obj_error_state.assert_called_once_with(
+            instance, clean_task_state=True)
