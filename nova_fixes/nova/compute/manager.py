@@ -435,7 +435,8 @@ def _error_out_interrupted_finish(self, context, instance):
                 instance.uuid)
             migration.status = 'error'
             migration.save()
-            self._delete_allocation_after_move(context, instance, migration)
+            self._delete_allocation_after_move(context, instance,
+                                               migration)
     except Exception:
         LOG.exception('Unable to remove the allocations the interrupted '
                       'resize holds on its source node.', instance=instance)
