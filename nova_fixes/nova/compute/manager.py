@@ -439,7 +439,8 @@ def _error_out_interrupted_finish(self, context, instance):
                                                migration)
     except Exception:
         LOG.exception('Unable to remove the allocations the interrupted '
-                      'resize holds on its source node.', instance=instance)
+                      'resize holds on its source node.',
+                      instance=instance)
     self._set_instance_obj_error_state(instance, clean_task_state=True)
 
 
