@@ -135,7 +135,15 @@ A claim that lands after the API deleted the server, when the
 conductor that asked for it dies before it notices, stays out of
 reach: nova-manage placement audit --delete finds it (see the release
 note). The regression test now asserts the 503 and a retry that leaves
-nothing."""
+nothing.
+
+nova's tests that delete a server being built with no placement at all
+(test_bug_1914777's test_build_request_and_instance_not_found and
+test_deleting_instance_at_the_same_time, and the unit tests of the build
+request's delete) now give the report client a placement that answers:
+they test the life of the build request, not an outage, and such a
+delete now needs placement to answer, since without it the allocations
+would be left with nothing naming them."""
 
 RECREATE_BURY_MESSAGE = """\
 When the scheduler's reply to select_destinations is lost after it
