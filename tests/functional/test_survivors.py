@@ -189,6 +189,45 @@ class FinishDestinationDiesTest(_SurvivorTestBase):
         self.assert_server_left_nothing(server)
 
 
+class RevertSourceDiesTest(_SurvivorTestBase):
+    """The source compute dies inside finish_revert_migration (the revert
+    had put the instance back on the source, its old flavor saved and its
+    allocations moved back) and restarts: nova's init has no branch for
+    RESIZE_REVERTING and leaves the server there, in RESIZED, where no
+    request acts on it. The revert must be finished: the guest back on
+    the source, the server in the state it had before the resize.
+    """
+
+    def _interrupt_revert(self, server, source, action):
+        self.api.post_server_action(server['id'], action)
+        self._wait_for_state_change(server, 'VERIFY_RESIZE')
+        died = self.die_in('finish_revert_migration',
+                           'finish_revert_resize')
+        self.api.post_server_action(server['id'], {'revertResize': None})
+        self.wait_for(died, 'finish_revert_migration', TIMEOUT)
+        self.restart_after_death(source)
+
+    def test_source_dies_in_finish_revert_migration(self):
+        server, source, target = self._create_server()
+        self._interrupt_revert(server, source, {'migrate': None})
+        self.assert_survivor(server, source)
+        self.assertEqual('ACTIVE', self.api.get_server(server['id'])['status'])
+        self.delete_server_and_wait(server)
+        self.assert_server_left_nothing(server)
+
+    def test_resize_source_dies_in_finish_revert_migration(self):
+        server, source, target = self._create_server()
+        flavor = self._create_flavor(vcpu=2, memory_mb=1024, disk=2)
+        self._interrupt_revert(server, source,
+                               {'resize': {'flavorRef': flavor}})
+        self.assert_survivor(server, source)
+        server = self.api.get_server(server['id'])
+        self.assertEqual('ACTIVE', server['status'])
+        self.assertEqual(1, server['flavor']['vcpus'])
+        self.delete_server_and_wait(server)
+        self.assert_server_left_nothing(server)
+
+
 class LiveMigrationSourceDiesTest(_SurvivorTestBase):
     """The source compute dies inside the driver's live_migration and
     restarts: its init_host finds the server in MIGRATING, aborts the
