@@ -87,6 +87,36 @@ state, which its user and the operator can act on. A warning says so.
 
 The regression test now asserts that state."""
 
+RECREATE_REVERT_MESSAGE = """\
+finish_revert_resize on the source saves the instance back on the source
+(its host, node and old flavor), moves the allocations back to it and
+calls the driver's finish_revert_migration. A source compute service
+that stops inside that call and starts again finds the server in
+RESIZE_REVERTING: init_host has no branch for that task state and leaves
+it there, where no request acts on it.
+
+This adds a functional regression test that stops the source in
+finish_revert_migration and starts it again. It asserts what is left
+under a FIXME; the change that fixes it flips the assertions."""
+
+REVERT_MESSAGE = """\
+A revert whose finish the source was running when its compute service
+stopped (inside the driver's finish_revert_migration) was left by
+init_host in RESIZE_REVERTING.
+
+_init_instance now finishes it (_finish_interrupted_revert), as init
+finishes a resize interrupted on its source: the driver's
+finish_revert_migration again, then what finish_revert_resize does
+after it (the migration context and the stashed flavors dropped, the
+vm_state the server had before the resize), and the migration recorded
+'reverted'. If the migration still holds allocations (a stop before they
+were moved back) they are moved back first. A failure puts the server
+in ERROR with its migration 'error', as a failed finish_revert_resize
+does.
+
+The regression test now asserts that the server is ACTIVE on its
+source and its migration 'reverted'."""
+
 RECREATE_SLUG = 'Recreate-a-move-interrupted-on-its-source'
 FIX_SLUG = 'Give-back-the-allocations-of-a-move-interrupted-on-its-source'
 NOVA_TEST = 'nova/tests/functional/compute/test_interrupted_moves.py'
@@ -100,6 +130,10 @@ RECREATE_FINISH_SLUG = ('Recreate-a-resize-finish-interrupted-on-its-'
 FINISH_SLUG = 'End-in-ERROR-a-resize-finish-interrupted-on-its-destination'
 FINISH_TEST = 'nova/tests/functional/compute/test_interrupted_finish.py'
 FINISH_NOTES = ('interrupted-moves-resize-finish-7b3e5d20c9a41f86.yaml',)
+RECREATE_REVERT_SLUG = 'Recreate-a-revert-interrupted-on-its-source'
+REVERT_SLUG = 'Finish-a-revert-interrupted-on-its-source'
+REVERT_TEST = 'nova/tests/functional/compute/test_interrupted_revert.py'
+REVERT_NOTES = ('interrupted-moves-revert-finish-4d81a6c3e2b95f07.yaml',)
 
 FIX = registry.Fix(
     bug='interrupted_moves',
@@ -123,6 +157,11 @@ FIX = registry.Fix(
                         'nova_fixes.nova.compute.manager:'
                         '_error_out_interrupted_finish', new=True,
                         services=('compute',)),
+        registry.Target('nova.compute.manager:'
+                        'ComputeManager._finish_interrupted_revert',
+                        'nova_fixes.nova.compute.manager:'
+                        '_finish_interrupted_revert', new=True,
+                        services=('compute',)),
     ),
     tests=('test_survivors',),
     nova_tests=(
@@ -143,13 +182,22 @@ FIX = registry.Fix(
                  'test_survivors.FinishDestinationDiesTest.'
                  'test_destination_dies_in_finish_migration'),
             )),
+        registry.NovaTest(
+            REVERT_TEST, 'test_interrupted_revert.py',
+            pairs=(
+                ('test_source_stops_in_finish_revert_migration',
+                 'test_survivors.RevertSourceDiesTest.'
+                 'test_source_dies_in_finish_revert_migration'),
+            )),
     ),
-    notes=NOTES + FINISH_NOTES,
+    notes=NOTES + FINISH_NOTES + REVERT_NOTES,
     unit_tests=(
         registry.NovaUnitTests('nova/tests/unit/compute/test_compute_mgr.py',
                                'compute_mgr_interrupted_moves.py'),
         registry.NovaUnitTests('nova/tests/unit/compute/test_compute_mgr.py',
                                'compute_mgr_interrupted_finish.py'),
+        registry.NovaUnitTests('nova/tests/unit/compute/test_compute_mgr.py',
+                               'compute_mgr_interrupted_revert.py'),
     ),
     patch=registry.Patch(
         slug=FIX_SLUG,
@@ -193,6 +241,24 @@ FIX = registry.Fix(
                 notes=FINISH_NOTES,
                 unit_tests=('compute_mgr_interrupted_finish.py',),
                 needs=(FIX_SLUG, RECREATE_FINISH_SLUG)),
+            registry.Change(
+                slug=RECREATE_REVERT_SLUG,
+                subject='Recreate a revert interrupted on its source',
+                body=RECREATE_REVERT_MESSAGE,
+                recreates=(REVERT_TEST,),
+                needs=(RECREATE_SLUG,)),
+            registry.Change(
+                slug=REVERT_SLUG,
+                subject='Finish a revert interrupted on its source',
+                body=REVERT_MESSAGE,
+                targets=('nova.compute.manager:'
+                         'ComputeManager._finish_interrupted_revert',),
+                grows=(('nova.compute.manager:ComputeManager._init_instance',
+                        ('_finish_interrupted_revert',)),),
+                nova_tests=(REVERT_TEST,),
+                notes=REVERT_NOTES,
+                unit_tests=('compute_mgr_interrupted_revert.py',),
+                needs=(FIX_SLUG, RECREATE_REVERT_SLUG)),
         ),
     ),
 )

@@ -345,6 +345,11 @@ def _init_instance(self, context, instance):
     in RESIZE_FINISH, where no request acts on it, its migration holding
     the source. _error_out_interrupted_finish ends it as a failed
     finish_resize does.
+
+    A revert whose finish this host, its source, was running when its
+    compute service stopped (inside the driver's finish_revert_migration)
+    is left by nova's init in RESIZE_REVERTING, where no request acts on
+    it. _finish_interrupted_revert finishes it.
     """
     task_state = instance.task_state
     self._init_instance_as_nova_does(context, instance)
@@ -355,6 +360,10 @@ def _init_instance(self, context, instance):
             instance.host == self.host and
             instance.task_state == task_states.RESIZE_FINISH):
         self._error_out_interrupted_finish(context, instance)
+    if (task_state == task_states.RESIZE_REVERTING and
+            instance.host == self.host and
+            instance.task_state == task_states.RESIZE_REVERTING):
+        self._finish_interrupted_revert(context, instance)
 
 
 def _return_interrupted_move(self, context, instance, task_state):
@@ -442,6 +451,60 @@ def _error_out_interrupted_finish(self, context, instance):
                       'resize holds on its source node.',
                       instance=instance)
     self._set_instance_obj_error_state(instance, clean_task_state=True)
+
+
+def _finish_interrupted_revert(self, context, instance):
+    """Added to ComputeManager (interrupted moves).
+
+    Finish a revert whose finish on this host was interrupted.
+
+    finish_revert_resize on this host, the source, had put the instance
+    back here (its host, node and old flavor saved) and moved the
+    allocations back to it, and the driver's finish_revert_migration did
+    not return. The revert is finished as nova's init finishes a resize
+    interrupted on its source: the driver's finish_revert_migration
+    again, then what finish_revert_resize does after it (the migration
+    context and the stashed flavors dropped, the state the server had
+    before the resize), and the migration is recorded 'reverted'. What
+    the migration still holds, if the stop came before the allocations
+    were moved back, is moved back (_revert_allocation). A failure puts
+    the server in ERROR with its migration 'error', as a failed
+    finish_revert_resize does.
+
+    :param context: an admin request context
+    :param instance: the instance, left in RESIZE_REVERTING by nova's init
+    """
+    LOG.info('The revert of the resize of this instance was interrupted '
+             'on this host when the service stopped; finishing it.',
+             instance=instance)
+    migration = None
+    try:
+        migration = objects.Migration.get_by_id_and_instance(
+            context, instance.migration_context.migration_id,
+            instance.uuid)
+        if self.reportclient.get_allocations_for_consumer(
+                context, migration.uuid):
+            self._revert_allocation(context, instance, migration)
+        power_on = (instance.system_metadata.get('old_vm_state') !=
+                    vm_states.STOPPED)
+        self.driver.finish_revert_migration(
+            context, instance, instance.get_network_info(), migration,
+            self._get_instance_block_device_info(context, instance),
+            power_on)
+        instance.drop_migration_context()
+        instance.vm_state = (vm_states.ACTIVE if power_on
+                             else vm_states.STOPPED)
+        instance.task_state = None
+        self._delete_stashed_flavor_info(instance)
+        migration.status = 'reverted'
+        migration.save()
+    except Exception:
+        LOG.exception('Unable to finish the interrupted revert; the '
+                      'instance is put in ERROR.', instance=instance)
+        if migration is not None:
+            migration.status = 'error'
+            migration.save()
+        self._set_instance_obj_error_state(instance, clean_task_state=True)
 
 
 def _interrupted_migration(manager, context, instance, task_state):

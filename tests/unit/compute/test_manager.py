@@ -747,3 +747,42 @@ class InterruptedMoveTestCase(testtools.TestCase):
                                               instance)
         compute._set_instance_obj_error_state.assert_called_once_with(
             instance, clean_task_state=True)
+
+    def test_an_interrupted_revert_is_finished(self):
+        compute, instance = self._init('resize_reverting',
+                                       'resize_reverting')
+        compute._finish_interrupted_revert.assert_called_once_with(
+            mock.sentinel.ctxt, instance)
+        compute._error_out_interrupted_finish.assert_not_called()
+
+    @mock.patch('nova.objects.Migration.get_by_id_and_instance')
+    def test_interrupted_revert_finished(self, get):
+        compute = self._compute()
+        compute.reportclient.get_allocations_for_consumer.return_value = {}
+        migration = get.return_value = self._migration(status='reverting')
+        instance = mock.Mock(uuid='inst', system_metadata={})
+        manager._finish_interrupted_revert(compute, mock.sentinel.ctxt,
+                                           instance)
+        compute._revert_allocation.assert_not_called()
+        self.assertTrue(compute.driver.finish_revert_migration.call_args[0][5])
+        instance.drop_migration_context.assert_called_once_with()
+        self.assertEqual('active', instance.vm_state)
+        self.assertIsNone(instance.task_state)
+        compute._delete_stashed_flavor_info.assert_called_once_with(instance)
+        self.assertEqual('reverted', migration.status)
+
+    @mock.patch('nova.objects.Migration.get_by_id_and_instance')
+    def test_interrupted_revert_failure_is_an_error(self, get):
+        compute = self._compute()
+        compute.reportclient.get_allocations_for_consumer.return_value = {
+            'rp': {}}
+        compute.driver.finish_revert_migration.side_effect = ValueError()
+        migration = get.return_value = self._migration(status='reverting')
+        instance = mock.Mock(uuid='inst', system_metadata={})
+        manager._finish_interrupted_revert(compute, mock.sentinel.ctxt,
+                                           instance)
+        compute._revert_allocation.assert_called_once_with(
+            mock.sentinel.ctxt, instance, migration)
+        self.assertEqual('error', migration.status)
+        compute._set_instance_obj_error_state.assert_called_once_with(
+            instance, clean_task_state=True)
