@@ -46,6 +46,14 @@ process, the fake virt driver):
   checks that each target of those services was patched, and put back
   after. Wall milliseconds are printed below the table.
 
+* restart rows: host1's compute service restarted with N guests of the
+  scans' population on its hypervisor (--restart-guests, default 1,000),
+  nothing interrupted: vanilla's init_host against the drop-ins' (the
+  interrupted moves' _init_instance, the finished moves' clean-up):
+  placement requests and statements from the stop until the new
+  service has started. Each side must have initialized every instance
+  of host1's own records (the driver's plug_vifs, counted).
+
 Statements are the SELECT/INSERT/UPDATE/DELETE sent to the databases
 (SQLite's BEGIN, SAVEPOINT and the like are not): nova's and, as
 placement runs in process, placement's; the "nova DB" column counts
@@ -407,6 +415,60 @@ class Benchmark(test_orphan_instances._OrphanTestBase):
         for size in ARGS.guests:
             for nodes in ARGS.nodes:
                 self._bench_scan(size, nodes)
+
+    # -- restart -------------------------------------------------------
+
+    def _restart_counted(self):
+        """host1's compute service restarted (init_host runs for every
+        instance of its records): (placement requests, statements, nova
+        DB statements, instances init_host initialized).
+        """
+        initialized = []
+        plug_vifs = fake.FakeDriver.plug_vifs
+
+        def counted_plug_vifs(driver, instance, network_info):
+            initialized.append(instance.uuid)
+            return plug_vifs(driver, instance, network_info)
+
+        with fixtures.MonkeyPatch('nova.virt.fake.FakeDriver.plug_vifs',
+                                  counted_plug_vifs):
+            self.counter.start()
+            self.computes['host1'] = self.restart_compute_service(
+                self.computes['host1'])
+            requests, statements = self.counter.stop()
+        CALLS.append(list(self.counter.calls))
+        return (requests, statements, self.counter.nova_statements,
+                len(set(initialized)))
+
+    def test_restart(self):
+        """A compute's restart with N guests of its own records (the
+        scans' population), nothing interrupted: vanilla's init_host
+        against the drop-ins' (interrupted moves, finished moves left).
+        """
+        self.flags(instances=-1, cores=-1, ram=-1, group='quota')
+        self.flags(action='log', group='orphan_instances')
+        for size in ARGS.restart_guests:
+            guests = self._populate(size)
+            counts = {False: [], True: []}
+            for i in range(ARGS.op_repeat):
+                for fixed in ((False, True) if i % 2 == 0
+                              else (True, False)):
+                    self._mode(fixed)
+                    counts[fixed].append(self._restart_counted())
+            nova_fixes.deactivate()
+            # Both sides initialized every instance of host1's records.
+            own = len(guests['own'])
+            for fixed, runs in counts.items():
+                for run in runs:
+                    self.assertGreaterEqual(run[3], own, 'fixed=%s' % fixed)
+            median = {fixed: tuple(statistics.median(c[k] for c in runs)
+                                   for k in range(3))
+                      for fixed, runs in counts.items()}
+            ROWS.append(('restart, %d guests (requests)' % size,
+                         median[False][0], median[True][0],
+                         (median[False][0], median[True][0]),
+                         (median[False][1], median[True][1]),
+                         (median[False][2], median[True][2])))
 
     # -- operations ----------------------------------------------------
 
@@ -792,7 +854,7 @@ def print_table(rows):
 
 
 #: The parts of the benchmark, in the order they run (--only).
-PARTS = ('scans', 'operations', 'activation')
+PARTS = ('scans', 'operations', 'activation', 'restart')
 
 
 def main(argv=None):
@@ -804,6 +866,9 @@ def main(argv=None):
                         help='runs per operation and nova (median)')
     parser.add_argument('--guests', type=int, nargs='+',
                         default=[1000, 10000], help='guests per scan')
+    parser.add_argument('--restart-guests', type=int, nargs='+',
+                        default=[1000], help="guests of the restarted "
+                        "compute's records, for each restart row")
     parser.add_argument('--nodes', type=int, nargs='+', default=[1, 100],
                         help="nodes of the scanning host (as an Ironic "
                              "host has many) over which its guests' "
@@ -820,6 +885,9 @@ def main(argv=None):
         parser.error('--repeat and --op-repeat must be at least 1')
     if min(ARGS.nodes) < 1:
         parser.error('--nodes must be at least 1')
+    if min(ARGS.restart_guests) < 3 * SPECIAL + 1:
+        parser.error('--restart-guests must be at least %d'
+                     % (3 * SPECIAL + 1))
     if min(ARGS.guests) < 3 * SPECIAL + 1:
         parser.error('--guests must be at least %d' % (3 * SPECIAL + 1))
     tests = ['test_' + part for part in PARTS
