@@ -44,6 +44,7 @@ class TestRevertInterruptedOnItsSource(
             server['flavor'], server['id'], source_rp)
         migration = objects.MigrationList.get_by_filters(
             context.get_admin_context(), {'instance_uuid': server['id']})[0]
+        self.assertEqual(migration.source_compute, source)
         # recreate: begin
         # FIXME: init_host leaves the server in RESIZE_REVERTING, where no
         # request acts on it.
