@@ -469,19 +469,28 @@ def _finish_interrupted_revert(self, context, instance):
     the migration still holds, if the stop came before the allocations
     were moved back, is moved back (_revert_allocation). A failure puts
     the server in ERROR with its migration 'error', as a failed
-    finish_revert_resize does.
+    finish_revert_resize does. A revert interrupted on its destination
+    (in revert_resize, before the source was sent the rest) is left as
+    it is, with a warning.
 
     :param context: an admin request context
     :param instance: the instance, left in RESIZE_REVERTING by nova's init
     """
-    LOG.info('The revert of the resize of this instance was interrupted '
-             'on this host when the service stopped; finishing it.',
-             instance=instance)
     migration = None
     try:
         migration = objects.Migration.get_by_id_and_instance(
             context, instance.migration_context.migration_id,
             instance.uuid)
+        if migration.source_compute != self.host:
+            # The destination stopped in revert_resize, before it sent
+            # the revert on to the source: not this method's to finish.
+            LOG.warning('The revert of the resize of this instance was '
+                        'interrupted on its destination; it is left as '
+                        'it is.', instance=instance)
+            return
+        LOG.info('The revert of the resize of this instance was '
+                 'interrupted on this host, its source, when the service '
+                 'stopped; finishing it.', instance=instance)
         if self.reportclient.get_allocations_for_consumer(
                 context, migration.uuid):
             self._revert_allocation(context, instance, migration)

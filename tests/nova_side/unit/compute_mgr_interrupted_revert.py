@@ -120,3 +120,14 @@ class InterruptedRevertTestCase(test.NoDBTestCase):
         self.assertEqual(vm_states.ERROR, self.instance.vm_state)
         self.assertIsNone(self.instance.task_state)
         self.assertEqual('error', self.migration.status)
+
+    def test_a_revert_interrupted_on_its_destination_is_left(self):
+        # The destination stopped in revert_resize (the instance is still
+        # its): the source was never sent the rest.
+        self.migration.source_compute = 'other-host'
+        save, revert, driver, drop = self._finish(held={uuids.rp: {}})
+        revert.assert_not_called()
+        driver.finish_revert_migration.assert_not_called()
+        save.assert_not_called()
+        self.assertEqual('reverting', self.migration.status)
+        self.assertEqual(vm_states.RESIZED, self.instance.vm_state)

@@ -786,3 +786,16 @@ class InterruptedMoveTestCase(testtools.TestCase):
         self.assertEqual('error', migration.status)
         compute._set_instance_obj_error_state.assert_called_once_with(
             instance, clean_task_state=True)
+
+    @mock.patch('nova.objects.Migration.get_by_id_and_instance')
+    def test_interrupted_revert_on_its_destination_is_left(self, get):
+        compute = self._compute()
+        migration = get.return_value = self._migration(
+            status='reverting', source_compute='other')
+        instance = mock.Mock(uuid='inst', system_metadata={})
+        manager._finish_interrupted_revert(compute, mock.sentinel.ctxt,
+                                           instance)
+        compute.driver.finish_revert_migration.assert_not_called()
+        compute._revert_allocation.assert_not_called()
+        compute._set_instance_obj_error_state.assert_not_called()
+        self.assertEqual('reverting', migration.status)
