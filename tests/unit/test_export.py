@@ -1514,3 +1514,30 @@ class UpstreamSeriesTestCase(testtools.TestCase):
         rc = cli.main(['fingerprints', 'record', '--series', 'master',
                        '--tree', self.tree])
         self.assertEqual(2, rc)
+
+
+class FlipBug1836369TestCase(testtools.TestCase):
+    """interrupted_moves.flip_1836369_fixmes: nova's test_init_host."""
+
+    def _text(self):
+        from nova_fixes.fixes import interrupted_moves
+        body = ''.join(old for old, _new in interrupted_moves.INIT_HOST_FLIPS)
+        head = 'class T(object):\n    def test(self):\n'
+        return interrupted_moves, head + body
+
+    def test_flips_the_four_fixmes(self):
+        module, text = self._text()
+        out = module.flip_1836369_fixmes(
+            {module.INIT_HOST_TEST: text})[module.INIT_HOST_TEST]
+        self.assertNotIn('FIXME', out)
+        self.assertIn("self.assertEqual(['error'], [m.status for m in "
+                      "migrations])", out)
+        self.assertIn("self.assertIn(server['id'], source_allocations)", out)
+        self.assertIn("self.assertNotIn(server['id'], dest_allocations)",
+                      out)
+
+    def test_a_test_that_reads_otherwise_is_refused(self):
+        module, text = self._text()
+        text = text.replace('self.assertIn(server', 'self.assertTrue(server')
+        self.assertRaises(errors.ExportError, module.flip_1836369_fixmes,
+                          {module.INIT_HOST_TEST: text})

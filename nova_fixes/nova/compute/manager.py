@@ -378,8 +378,9 @@ def _return_interrupted_move(self, context, instance, task_state):
     (_revert_allocation, which requires the instance consumer's
     generation and removes them instead for a deleted server), replacing
     the destination's claim, and then the migration is recorded 'error':
-    a move that is over. A cold migration or resize also drops the
-    instance's migration context. Where the guest is not here (a live
+    a move that is over. A cold migration or resize also drops what
+    prep_resize set on the instance (its migration context, new flavor
+    and stashed vm_state; bug 1836369). Where the guest is not here (a live
     migration that ended on the destination before the source stopped)
     nothing is changed, and a warning says what is left. A failure is
     logged; the service starts all the same.
@@ -405,9 +406,10 @@ def _return_interrupted_move(self, context, instance, task_state):
         if migration.status != 'error':
             migration.status = 'error'
             migration.save()
-        if (task_state == task_states.RESIZE_MIGRATING and
-                instance.migration_context is not None):
-            instance.drop_migration_context()
+        if task_state == task_states.RESIZE_MIGRATING:
+            if instance.migration_context is not None:
+                instance.drop_migration_context()
+            self._delete_stashed_flavor_info(instance)
     except Exception:
         LOG.exception('Unable to give back the allocations of the move '
                       'interrupted when this service stopped.',
