@@ -42,8 +42,9 @@ import threading
 import time
 
 from tests.explore import operations
+from tests.explore import variants as variants_mod
 
-VARIANTS = ('delete', 'down', 'outage', 'timeout', 'restart')
+VARIANTS = variants_mod.FAULTS
 RESULTS = ('OK', 'LEAK', 'WRONG', 'STUCK', 'ERROR', 'N/A')
 
 #: The CI subset, every variant: a boot, bug 1848343's revert paths, a
@@ -298,7 +299,8 @@ def expected_cells(ops, steps, variants, sides):
             expected.append((side, op, 'after', 'delete'))
             expected += [(side, op, step, variant)
                          for step in own for variant in variants
-                         if variant != 'timeout' or step.startswith('rpc ')]
+                         if variants_mod.fault(variant) != 'timeout' or
+                         step.startswith('rpc ')]
     return expected
 
 
@@ -326,14 +328,16 @@ def _print_matrix(ops, steps, cells, variants, sides, out):
     columns = [(side, v) for side in sides for v in variants]
     rows = {op: _rows(op, sides, steps) for op in ops}
     width = max([len(s) for op in ops for s in rows[op]] + [20])
-    head = ' '.join('%-7s' % ('%s/%s' % (s[0], v[:3])) for s, v in columns)
+    head = ' '.join('%-7s' % ('%s/%s' % (s[0], variants_mod.short(v)))
+                    for s, v in columns)
     for op in ops:
         print('\n%s\n  %-*s %s' % (op, width, 'step', head), file=out)
         for step in rows[op]:
             row = []
             for side, variant in columns:
                 if (step == 'after' and variant != 'delete') or (
-                        variant == 'timeout' and not step.startswith('rpc ')):
+                        variants_mod.fault(variant) == 'timeout' and
+                        not step.startswith('rpc ')):
                     # Not run: the control is a delete; only an RPC
                     # message can lose its reply.
                     row.append('%-7s' % '')
@@ -357,11 +361,13 @@ def report(ops, steps, cells, variants, sides, out=None, workers=None):
     cells, missing_of = _fill_missing(ops, steps, cells, variants, sides,
                                       workers)
     _print_matrix(ops, steps, cells, variants, sides, out)
-    print('\nnot OK (fixed side), and vanilla LEAKs:', file=out)
+    print('\nnot OK (fixed side), vanilla LEAKs and what vanilla\'s '
+          'survivors hold:', file=out)
     for (side, op, step, variant), (result, details) in sorted(
             cells.items()):
-        if result in ('OK', 'N/A') or (side == 'vanilla' and
-                                       result != 'LEAK'):
+        if result in ('OK', 'N/A') or (
+                side == 'vanilla' and result != 'LEAK' and
+                not variants_mod.is_survive(variant)):
             continue
         print('  %s %s | %s | %s: %s: %s' % (
             side, op, step, variant, result, '; '.join(details)[:400]),
@@ -398,7 +404,10 @@ def report(ops, steps, cells, variants, sides, out=None, workers=None):
             counts = collections.Counter(
                 result for (s, _, _, v), (result, _) in cells.items()
                 if s == side and v == variant and result != 'N/A')
-            print('explored (%s, %s): ' % (side, variant) + line % (
+            name = ('%s, %s, survive' % (side, variants_mod.fault(variant))
+                    if variants_mod.is_survive(variant) else
+                    '%s, %s' % (side, variant))
+            print('explored (%s): ' % name + line % (
                 sum(counts.values()), counts['LEAK'], counts['WRONG'],
                 counts['ERROR'], counts['STUCK']), file=out)
     print('\n%d passed, %d failed' % (passed, failed), file=out)
@@ -444,6 +453,16 @@ def main(argv=None):
                         'servers deleted), restart (the service running '
                         'the step restarts there, then the servers '
                         'deleted)')
+    parser.add_argument('--modes', default='delete',
+                        help='comma-separated, delete by default (the '
+                        'survive mode is opt-in while the fixed side '
+                        'still fails it: see the guide): delete '
+                        '(each fault, then the servers deleted and '
+                        'nothing left of them), survive (each fault but '
+                        'the delete, the operation let end and the '
+                        'survivor property checked on the servers, then '
+                        'they are deleted and the delete mode\'s checks '
+                        'made)')
     parser.add_argument('--steps', type=int, default=0,
                         help='explore only the first N steps of each')
     parser.add_argument('--all-entries', action='store_true',
@@ -464,9 +483,19 @@ def main(argv=None):
                         % (DEADLINE_PER_UNIT, DEADLINE_BASE))
     args = parser.parse_args(argv)
     args.variants = args.variants.split(',')
+    modes = args.modes.split(',')
     sides = args.sides.split(',')
     if set(args.variants) - set(VARIANTS) or not args.variants:
         parser.error('--variants: one or more of %s' % ', '.join(VARIANTS))
+    if set(modes) - set(variants_mod.MODES) or not modes:
+        parser.error('--modes: one or both of %s'
+                     % ', '.join(variants_mod.MODES))
+    faults = args.variants
+    args.variants = variants_mod.of_modes(faults, modes)
+    if not args.variants:
+        parser.error('--variants %s has no fault of the survive mode (%s)'
+                     % (','.join(faults),
+                        ', '.join(variants_mod.SURVIVE_FAULTS)))
     if set(sides) - {'vanilla', 'fixed'} or not sides:
         parser.error('--sides: one or both of vanilla, fixed')
     if args.jobs < 1:

@@ -44,6 +44,7 @@ Every wait is bounded; only the retried DELETE of the ``outage`` variant
 polls the API (a user's view), every other wait is on the tracker.
 """
 
+import collections
 import threading
 import time
 import traceback
@@ -54,11 +55,13 @@ from nova.cmd import manage
 from nova import context as nova_context
 from nova import exception
 from nova import objects
+from nova.scheduler import utils as scheduler_utils
 from nova.tests.functional.api import client as api_client
 from nova.tests.functional import integrated_helpers
 
 from tests.explore import forked
 from tests.explore import tracker as tracker_mod
+from tests.explore import variants as variants_mod
 from tests.functional import base
 
 #: Bounds of the waits (seconds). They are only reached when something is
@@ -247,8 +250,11 @@ class ExploreCase(base.NovaFixesTestMixin,
             if time.monotonic() > deadline:
                 raise RuntimeError('a gate of the operation was never '
                                    'opened')
-            if self.plan is None or self.plan[0] != 'inject' or (
-                    self.plan[2] not in ('timeout', 'restart')):
+            if self.plan is None or self.plan[0] != 'inject':
+                continue
+            variant = self.plan[2]
+            if (variants_mod.fault(variant) not in ('timeout', 'restart') and
+                    not variants_mod.is_survive(variant)):
                 continue
             # A lost reply, or a step killed by a restart, can end the
             # operation before the point that opens the gate: nova then
@@ -331,6 +337,7 @@ class ExploreCase(base.NovaFixesTestMixin,
 
     def _run_here(self, plan):
         self.plan = plan
+        self._survivor_findings = ([], [], [])
         self._outcome_ = outcome = Outcome()
         try:
             self._explore()
@@ -355,7 +362,16 @@ class ExploreCase(base.NovaFixesTestMixin,
                 self._outcome_.error(
                     'the operation failed undisturbed: ' + error)
                 return
+            # The survivor property holds once every service is back (the
+            # evacuated source restarted, its init_host run).
+            op.restore(self)
+            self.settle()
+            self._survive()
             self._delete_all(down=False)
+        elif variants_mod.is_survive(self.plan[2]):
+            if not self._fault_and_survive(self.plan[1],
+                                           variants_mod.fault(self.plan[2])):
+                return
         elif self.plan[2] == 'timeout':
             if not self._timeout(self.plan[1]):
                 return
@@ -376,7 +392,7 @@ class ExploreCase(base.NovaFixesTestMixin,
         self.settle()
         self._check()
 
-    def _timeout(self, step):
+    def _timeout(self, step, survive=False):
         """Variant ``timeout``: the RPC call at ``step`` gets no reply (its
         callee runs it, the reply is lost and the caller's timeout fires,
         see tracker._lose_reply). The operation goes on as nova makes it;
@@ -404,10 +420,12 @@ class ExploreCase(base.NovaFixesTestMixin,
             # What the user saw: the operation failed, or went elsewhere.
             self._outcome_.details.append('operation: ' + error)
         self.settle()
+        if survive:
+            return True
         self.deleted.set()
         return self._retry_delete()
 
-    def _restart(self, step):
+    def _restart(self, step, survive=False):
         """Variant ``restart``: the service running ``step`` restarts
         there. The step is held, then its thread ends at the hold
         (tracker.Killed: nothing nova would have done after it runs, the
@@ -450,8 +468,98 @@ class ExploreCase(base.NovaFixesTestMixin,
         if self._driver_error:
             self._outcome_.details.append(
                 'operation: ' + self._driver_error[0])
+        if survive:
+            return True
         self.deleted.set()
         return self._retry_delete()
+
+    def _fault_and_survive(self, step, variant):
+        """Mode ``survive``: the fault of ``variant`` at ``step``, and no
+        delete. Once the fault has cleared and nova has settled, the
+        survivor property is checked (_survive); then the user deletes
+        each server, which must go (_retry_delete), and the checks of the
+        delete mode follow (_check).
+
+        ``timeout`` and ``restart`` are the delete mode's faults. ``down``:
+        the API sees the compute of the server down from the held step on;
+        once the operation has settled, that compute restarts and is up
+        again. ``outage``: placement is unreachable for nova's services
+        from the held step until the operation has settled.
+
+        :returns: whether the run goes on to the checks
+        """
+        if variant == 'timeout':
+            if not self._timeout(step, survive=True):
+                return False
+        elif variant == 'restart':
+            if not self._restart(step, survive=True):
+                return False
+        elif not self._hold_and_fault(step, variant):
+            return False
+        self.operation.restore(self)
+        self.settle()
+        self._survive()
+        self.deleted.set()
+        return self._retry_delete()
+
+    def _hold_and_fault(self, step, variant):
+        """The operation runs to ``step``, held there while the fault of
+        ``variant`` (down, outage) starts; released, it runs to its end;
+        then the fault clears.
+        """
+        tracker = self.tracker
+        tracker.arm(target=step)
+        if variant == 'outage':
+            _, self._outage = self.placement_down()
+            self._outage.clear()
+        self._drive(OP_TIMEOUT, wait=False)
+        reached = tracker.wake.wait(OP_TIMEOUT)
+        if not tracker.reached.is_set():
+            self._outcome_.error(
+                'step not reached: the operation %s without it' % (
+                    'ended (%s)' % self._driver_error[0]
+                    if self._driver_error else 'ended'
+                    if reached else 'timed out'))
+            return False
+        if tracker.hold_error:
+            self._outcome_.error(tracker.hold_error)
+            tracker.release.set()
+            return False
+        self._outcome_.held_owner = tracker.held_owner
+        self._down_host = None
+        if variant == 'down':
+            if not self.servers_known.wait(DELETE_TIMEOUT):
+                self._outcome_.error('the API had not returned the '
+                                     'servers when the step was reached')
+                tracker.release.set()
+                return False
+            host = self.admin_api.get_server(
+                self.servers[0]['id'])['OS-EXT-SRV-ATTR:host']
+            if host is None:
+                self._outcome_.result = 'N/A'
+                self._outcome_.details = ['no compute holds the server']
+                tracker.release.set()
+                return False
+            self._down_host = host
+            self.compute_down(host)
+        else:
+            self._outage.set()
+        tracker.release.set()
+        if not self._driver_done.wait(OP_TIMEOUT):
+            self._outcome_.error('the operation did not finish once the '
+                                 'step was released')
+            return False
+        if self._driver_error:
+            self._outcome_.details.append(
+                'operation: ' + self._driver_error[0])
+        self.settle()
+        if self._outage is not None:
+            self._outage.clear()
+            self.settle()
+        if self._down_host:
+            self.bring_up(self._down_host)
+            self.settle()
+        return True
 
     def _restarter(self, step, who):
         """What restarts the service that runs ``step`` (on host ``who``):
@@ -734,6 +842,170 @@ class ExploreCase(base.NovaFixesTestMixin,
                     found[mig.uuid] = mig.status
         return found
 
+    # -- the survivor property ------------------------------------------
+
+    def _survive(self):
+        """The survivor property, once the fault has cleared: each
+        service that died has run its init_host (it was restarted), and
+        every compute runs one pass of its periodics (nova's
+        update_available_resource, the reap of running deleted guests and,
+        where it exists, the orphan instances task). Then every server
+        that was not deleted:
+
+        - holds exactly its flavor on the node where its guest runs, and
+          nothing anywhere else; in VERIFY_RESIZE, the instance consumer
+          its new flavor on the destination and the migration consumer its
+          old flavor on the source, as nova defines it (LEAK: something
+          held beyond that; WRONG: held elsewhere or missing);
+        - has no migration consumer left of a move that is over, and no
+          migration left in progress once nothing moves it (WRONG);
+        - has no task state, which nothing would clear (STUCK);
+        - is counted once by the quota, in both counting modes (WRONG).
+
+        What it finds is kept for _check, which adds the delete's checks.
+        """
+        self._survivor_findings = ([], [], [])
+        if self._outcome_.result in ('ERROR', 'N/A'):
+            return
+        self._run_periodics()
+        self._run_cleanup_periodics()
+        self.settle()
+        leaks, wrong, stuck = self._survivor_findings
+        names = {rp['uuid']: rp['name'] for rp in self._get_all_providers()}
+        held = self._all_allocations()
+        ours = set()
+        expected_usage = {False: collections.Counter(),
+                          True: collections.Counter()}
+        for server in self.servers:
+            uuid = server['id']
+            try:
+                shown = self.admin_api.get_server(uuid)
+            except api_client.OpenStackApiNotFoundException:
+                wrong.append('survive: server %s is gone, and nobody '
+                             'deleted it' % uuid[:8])
+                continue
+            migrations = self._migration_objects(uuid)
+            ours |= {uuid} | {m.uuid for m in migrations}
+            expected, findings = self._survivor_expected(shown, migrations)
+            wrong += findings[0]
+            stuck += findings[1]
+            for consumer in sorted({uuid} | {m.uuid for m in migrations}):
+                has = held.get(consumer, {})
+                wants = expected.get(consumer, {})
+                if has == wants:
+                    continue
+                what = ('instance %s' % uuid[:8] if consumer == uuid else
+                        'migration %s (%s)' % (consumer[:8], next(
+                            m.status for m in migrations
+                            if m.uuid == consumer)))
+                line = 'survive: %s (server %s) holds %s, not %s' % (
+                    what, shown['status'], _allocs(has, names),
+                    _allocs(wants, names))
+                extra = any(rp not in wants or any(
+                    n > wants[rp].get(rc, 0) for rc, n in res.items())
+                    for rp, res in has.items())
+                (leaks if extra else wrong).append(line)
+            instance = self._instance_of(uuid)
+            if instance is None:
+                continue
+            expected_usage[False].update(
+                instances=1, cores=instance.flavor.vcpus,
+                ram=instance.flavor.memory_mb)
+            expected_usage[True].update(instances=1)
+            for allocs in expected.values():
+                for res in allocs.values():
+                    expected_usage[True].update(
+                        cores=res.get('VCPU', 0),
+                        ram=res.get('MEMORY_MB', 0))
+        for consumer, allocs in sorted(held.items()):
+            if consumer not in ours:
+                leaks.append('survive: consumer %s, no server\'s, holds %s'
+                             % (consumer[:8], _allocs(allocs, names)))
+        usage = self._quota_usage()
+        for placement, used in sorted(usage.items()):
+            was = self.baseline[placement]
+            want = expected_usage[placement]
+            drift = ['%s %s, not %s' % (
+                key[5:-4].lower(), used[key] - was[key],
+                want[key[5:-4].lower()]) for key in sorted(used)
+                if used[key] - was[key] != want[key[5:-4].lower()]]
+            if drift:
+                wrong.append('survive: quota usage counted from %s: %s' % (
+                    'placement' if placement else 'the cells',
+                    ', '.join(drift)))
+
+    def _survivor_expected(self, shown, migrations):
+        """What a server that survived holds, as nova defines it:
+        ({consumer: {provider: resources}}, (wrong, stuck)).
+        """
+        uuid = shown['id']
+        wrong, stuck = [], []
+        status = shown['status']
+        task_state = shown['OS-EXT-STS:task_state']
+        host = shown['OS-EXT-SRV-ATTR:host']
+        if task_state is not None:
+            stuck.append('survive: server %s is %s in task state %s, '
+                         'which nothing clears' % (uuid[:8], status,
+                                                   task_state))
+        elif status in ('BUILD', 'MIGRATING', 'RESIZE', 'REBUILD'):
+            stuck.append('survive: server %s is %s with no task state'
+                         % (uuid[:8], status))
+        finished = [m for m in migrations if m.status == 'finished']
+        resized = status == 'VERIFY_RESIZE' and len(finished) == 1
+        for m in migrations:
+            if m.status in base.DONE_MIGRATION_STATUSES:
+                continue
+            if resized and m is finished[0]:
+                continue
+            if task_state is None:
+                wrong.append('survive: migration %s of server %s left %s, '
+                             'and nothing moves it' % (
+                                 m.uuid[:8], uuid[:8], m.status))
+        instance = self._instance_of(uuid)
+        if instance is None or not host or status == 'SHELVED_OFFLOADED':
+            return {}, (wrong, stuck)
+        guests = sorted(h for h, c in self.computes.items()
+                        if uuid in c.manager.driver.instances)
+        if host not in guests and status != 'ERROR':
+            wrong.append('survive: server %s is %s on %s, its guest on %s'
+                         % (uuid[:8], status, host,
+                            ', '.join(guests) or 'no host'))
+        expected = {uuid: {self._get_provider_uuid_by_host(
+            instance.node): _resources(instance, instance.flavor)}}
+        if resized:
+            mig = finished[0]
+            expected[mig.uuid] = {self._get_provider_uuid_by_host(
+                mig.source_node): _resources(instance, instance.old_flavor)}
+        return expected, (wrong, stuck)
+
+    def _instance_of(self, uuid):
+        """The server's instance in its cell (with its flavors), or None
+        once it is deleted.
+        """
+        try:
+            mapping = objects.InstanceMapping.get_by_instance_uuid(
+                self.ctxt, uuid)
+        except exception.InstanceMappingNotFound:
+            return None
+        if mapping.cell_mapping is None:
+            return None
+        with nova_context.target_cell(self.ctxt,
+                                      mapping.cell_mapping) as cctxt:
+            try:
+                return objects.Instance.get_by_uuid(
+                    cctxt, uuid,
+                    expected_attrs=['flavor', 'old_flavor', 'new_flavor'])
+            except exception.InstanceNotFound:
+                return None
+
+    def _migration_objects(self, uuid):
+        found = []
+        for cell in self.cell_mappings.values():
+            with nova_context.target_cell(self.ctxt, cell) as cctxt:
+                found += list(objects.MigrationList.get_by_filters(
+                    cctxt, {'instance_uuid': uuid}))
+        return found
+
     def _check(self):
         if self._outcome_.result in ('ERROR', 'N/A'):
             return
@@ -752,6 +1024,10 @@ class ExploreCase(base.NovaFixesTestMixin,
         leaks += [leak for leak in leaks2
                   if leak.split(' after')[0] not in leaks]
         wrong += wrong2
+        survived = getattr(self, '_survivor_findings', ([], [], []))
+        leaks = survived[0] + leaks
+        wrong = survived[1] + wrong
+        self._stuck = survived[2] + self._stuck
         failed = [d for d in self._outcome_.details
                   if d.startswith('DELETE: ')]
         if failed and any(w.startswith('instance %s not deleted' % u[:8])
@@ -845,6 +1121,20 @@ class ExploreCase(base.NovaFixesTestMixin,
                 wrong.append('instance %s not deleted in %s%s' % (
                     uuid[:8], name, when))
         return leaks, wrong
+
+
+def _resources(instance, flavor):
+    """What nova allocates for ``flavor`` (nonzero resource classes)."""
+    return {rc: n for rc, n in scheduler_utils.resources_from_flavor(
+        instance, flavor).items() if n}
+
+
+def _allocs(allocs, names):
+    if not allocs:
+        return 'nothing'
+    return '; '.join('%s on %s' % (','.join(
+        '%s=%s' % kv for kv in sorted(res.items())), names.get(rp, rp[:8]))
+        for rp, res in sorted(allocs.items()))
 
 
 def _last_frames():

@@ -36,8 +36,9 @@ import testtools
 from tests.explore import forked
 from tests.explore import harness
 from tests.explore import operations
+from tests.explore import variants as variants_mod
 
-VARIANTS = ('delete', 'down', 'outage', 'timeout', 'restart')
+VARIANTS = variants_mod.ALL
 
 
 def _case_error(result):
@@ -109,11 +110,12 @@ def _explore_plans(operation, run, variants, limit, write, progress):
         return
     for step in steps:
         for variant in variants:
-            if variant == 'timeout' and step.kind != 'rpc':
+            fault = variants_mod.fault(variant)
+            if fault == 'timeout' and step.kind != 'rpc':
                 # Only an RPC message can lose its reply.
                 continue
             began = time.monotonic()
-            if variant == 'timeout' and step in casts:
+            if fault == 'timeout' and step in casts:
                 # Recorded as a cast: no reply to lose, no run to make.
                 outcome = forked.Outcome()
                 outcome.result = 'N/A'

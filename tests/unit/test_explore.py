@@ -214,6 +214,37 @@ class ReportTest(testtools.TestCase):
             explore.expected_cells([OP, 'boot'], steps, ['delete', 'down'],
                                    ['vanilla', 'fixed']))
 
+    def test_survive_mode_lines_and_vanilla_findings(self):
+        cells = {}
+        for side in ('vanilla', 'fixed'):
+            cells[(side, OP, 'after', 'delete')] = ('OK', [])
+            for step in STEPS:
+                cells[(side, OP, step, 'survive-restart')] = ('OK', [])
+        cells[('vanilla', OP, STEPS[1], 'survive-restart')] = (
+            'WRONG', ['survive: instance x holds nothing'])
+        cells[('fixed', OP, STEPS[2], 'survive-restart')] = (
+            'STUCK', ['survive: server x in task state resize_prep'])
+        out = io.StringIO()
+        passed, failed = explore.report(
+            [OP], {('vanilla', OP): STEPS, ('fixed', OP): STEPS}, cells,
+            ['survive-restart'], ['vanilla', 'fixed'], out=out)
+        lines = out.getvalue().splitlines()
+        self.assertIn('explored (fixed, restart, survive): 5 steps, 0 '
+                      'leaks, 0 wrong, 0 errors, 1 stuck', lines)
+        self.assertIn('explored (vanilla, restart, survive): 5 steps, 0 '
+                      'leaks, 1 wrong, 0 errors, 0 stuck', lines)
+        # What vanilla's survivors hold is listed, as the fixed side's
+        # failures are; only the fixed side's count.
+        self.assertIn('  vanilla %s | %s | survive-restart: WRONG: survive: '
+                      'instance x holds nothing' % (OP, STEPS[1]), lines)
+        self.assertIn('  fixed %s | %s | survive-restart: STUCK: survive: '
+                      'server x in task state resize_prep' % (OP, STEPS[2]),
+                      lines)
+        self.assertEqual(1, failed)
+        head = [line.split() for line in lines
+                if line.startswith('  step ')]
+        self.assertEqual([['step', 'v/Sre', 'f/Sre']], head)
+
     def test_timeout_only_at_rpc_steps(self):
         steps = {('fixed', OP): ['rpc compute.prep_resize',
                                  'ComputeManager._prep_resize']}
@@ -224,6 +255,33 @@ class ReportTest(testtools.TestCase):
              ('fixed', OP, 'ComputeManager._prep_resize', 'delete')],
             explore.expected_cells([OP], steps, ['delete', 'timeout'],
                                    ['fixed']))
+        self.assertEqual(
+            [('fixed', OP, 'after', 'delete'),
+             ('fixed', OP, 'rpc compute.prep_resize', 'survive-timeout'),
+             ('fixed', OP, 'rpc compute.prep_resize', 'survive-restart'),
+             ('fixed', OP, 'ComputeManager._prep_resize',
+              'survive-restart')],
+            explore.expected_cells([OP], steps, ['survive-timeout',
+                                                 'survive-restart'],
+                                   ['fixed']))
+
+
+class VariantsTest(testtools.TestCase):
+
+    def test_modes(self):
+        from tests.explore import variants
+        self.assertEqual(['delete', 'down', 'survive-down'],
+                         variants.of_modes(['delete', 'down'],
+                                           ['delete', 'survive']))
+        self.assertEqual(['survive-timeout'], variants.of_modes(
+            ['delete', 'timeout'], ['survive']))
+        self.assertEqual(('timeout', 'survive', 'Sti'), (
+            variants.fault('survive-timeout'),
+            variants.mode('survive-timeout'),
+            variants.short('survive-timeout')))
+        self.assertEqual(('timeout', 'delete', 'tim'), (
+            variants.fault('timeout'), variants.mode('timeout'),
+            variants.short('timeout')))
 
 
 class _Message(object):
@@ -543,8 +601,30 @@ class MainTest(testtools.TestCase):
 
     def test_every_variant_unless_told(self):
         self.assertEqual({explore.VARIANTS}, self._variants_given(['--ci']))
-        self.assertEqual({('restart',)}, self._variants_given(
-            ['--ci', '--variants', 'restart']))
+        self.assertEqual(
+            {explore.VARIANTS + ('survive-down', 'survive-outage',
+                                 'survive-timeout', 'survive-restart')},
+            self._variants_given(['--ci', '--modes', 'delete,survive']))
+        self.assertEqual({('restart', 'survive-restart')},
+                         self._variants_given(
+                             ['--ci', '--variants', 'restart',
+                              '--modes', 'survive,delete']))
+        self.assertEqual({('survive-restart',)}, self._variants_given(
+            ['--ci', '--variants', 'restart', '--modes', 'survive']))
+        self.assertEqual({('delete', 'timeout')}, self._variants_given(
+            ['--ci', '--variants', 'delete,timeout', '--modes', 'delete']))
+
+    def test_bad_modes_exit(self):
+        self.useFixture(fixtures.MonkeyPatch('sys.stderr', io.StringIO()))
+        for argv, message in (
+                (['--modes', 'audit'], '--modes: one or both of delete, '
+                 'survive'),
+                (['--modes', 'survive', '--variants', 'delete'],
+                 '--variants delete has no fault of the survive mode '
+                 '(down, outage, timeout, restart)')):
+            e = self.assertRaises(SystemExit, explore.main, argv)
+            self.assertEqual(2, e.code)
+            self.assertIn(message, sys.stderr.getvalue())
 
     def test_default_deadline(self):
         self.useFixture(fixtures.MonkeyPatch('os.cpu_count', lambda: 2))
