@@ -57,6 +57,9 @@ FINAL_MIGRATION_STATUSES = frozenset((
     'completed'))
 #: Placement's microversion with consumer generations.
 VERSION = report.CONSUMER_GENERATION_VERSION
+#: How heal's outcome reads when nothing is wrong any more.
+RESOLVED = ('healed', 'nothing left', 'left alone: now right',
+            'left alone: now in flight')
 #: How many times heal reads and decides again after a 409.
 RETRIES = 3
 
@@ -315,8 +318,12 @@ class Report(object):
         self.requests = 0
 
     def wrong(self):
+        """The verdicts still wrong: not healed, undecided, or left
+        because their consumer became wrong in another way.
+        """
         return [v for v in self.verdicts
-                if v.verdict in WRONG + (UNKNOWN,) and not v.healed]
+                if v.verdict in WRONG + (UNKNOWN,) and
+                not (v.healed or '').startswith(RESOLVED)]
 
     def counts(self):
         c = collections.Counter(v.verdict for v in self.verdicts)

@@ -28,7 +28,9 @@ from nova.tests.functional import integrated_helpers
 from oslo_utils.fixture import uuidsentinel as uuids
 
 from nova_fixes import audit
+from tests import common
 from tests.functional import base
+from tests.functional import test_survivors
 
 TIMEOUT = 30
 
@@ -36,8 +38,8 @@ TIMEOUT = 30
 class _AuditTestBase(base.NovaFixesTestMixin,
                      integrated_helpers.ProviderUsageBaseTestCase):
     compute_driver = 'fake.MediumFakeDriver'
-    # A tool nova-fixes adds: nothing to recreate on vanilla nova.
-    recreates = None
+    # The audit is a tool, not a drop-in: it must work on every nova.
+    recreates = False
 
     def setUp(self):
         super(_AuditTestBase, self).setUp()
@@ -249,3 +251,34 @@ class HealTest(_AuditTestBase):
             {server['id']: {rp: flavor}},
             {c: a for c, a in self._all_allocations().items()})
         self.assert_survivor(server, host)
+
+
+class SurvivorHealTest(test_survivors._SurvivorTestBase):
+    """The survivors issue's live migration whose source dies inside the
+    driver call and restarts. On vanilla nova the instance consumer keeps
+    the destination and the migration consumer (status 'error') the
+    source: both misplaced. The audit moves the server's flavor back to
+    the source, where its guest runs, and empties the migration; then
+    the survivor property holds. With the fixes nothing is wrong.
+    """
+
+    recreates = False
+
+    def test_live_migration_source_dies_then_audit_heals(self):
+        server, source, target = self._create_server()
+        died = self.die_in('live_migration', '_do_live_migration')
+        self.api.post_server_action(server['id'], {
+            'os-migrateLive': {'host': None, 'block_migration': 'auto'}})
+        self.wait_for(died, 'live_migration', test_survivors.TIMEOUT)
+        self.restart_after_death(source)
+        ctxt = nova_context.get_admin_context()
+        report = audit.audit(ctxt)
+        counts = report.counts()
+        if common.mode() == 'vanilla':
+            self.assertEqual(2, counts[audit.MISPLACED], report.verdicts)
+        else:
+            self.assertEqual(0, len(report.wrong()))
+        report = audit.audit(ctxt, heal=True)
+        self.assertEqual([], report.wrong())
+        self.assertEqual([], audit.audit(ctxt).wrong())
+        self.assert_survivor(server, source)
