@@ -20,7 +20,10 @@ from the build requests, task states and migrations, leaves what is in
 flight alone, and heals only with the consumer generations it read.
 """
 
+import io
+import json
 import threading
+from unittest import mock
 
 from nova.compute import manager as compute_manager
 from nova import context as nova_context
@@ -28,6 +31,7 @@ from nova.tests.functional import integrated_helpers
 from oslo_utils.fixture import uuidsentinel as uuids
 
 from nova_fixes import audit
+from nova_fixes.cmd import main
 from tests import common
 from tests.functional import base
 from tests.functional import test_survivors
@@ -282,3 +286,38 @@ class SurvivorHealTest(test_survivors._SurvivorTestBase):
         self.assertEqual([], report.wrong())
         self.assertEqual([], audit.audit(ctxt).wrong())
         self.assert_survivor(server, source)
+
+
+class CommandTest(_AuditTestBase):
+    """nova-fixes audit as an operator runs it (nova's configuration is
+    the test's, already loaded).
+    """
+
+    def cli(self, *args):
+        out = io.StringIO()
+        self.stub_out('nova_fixes.cmd.main._load_nova_config',
+                      lambda args: None)
+        with mock.patch('sys.stdout', out), \
+                mock.patch('sys.stderr', out):
+            code = main.main(['audit'] + list(args))
+        return code, out.getvalue()
+
+    def test_exit_codes_and_heal(self):
+        server, host = self._server()
+        rp = self._get_provider_uuid_by_host(host)
+        self.put_allocations(uuids.stranger, {rp: {'VCPU': 1}},
+                             server['tenant_id'], server['user_id'])
+        code, out = self.cli('--cell', 'nowhere', '--heal')
+        self.assertEqual(2, code)
+        self.assertIn('no cell named nowhere', out)
+        code, out = self.cli('--json')
+        self.assertEqual(3, code)
+        self.assertEqual(1, json.loads(out)['counts'][audit.LEAKED])
+        self.assertIn(uuids.stranger, self._all_allocations())
+        code, out = self.cli('--heal')
+        self.assertEqual(0, code, out)
+        self.assertIn('leaked %s' % uuids.stranger, out)
+        self.assertNotIn(uuids.stranger, self._all_allocations())
+        code, out = self.cli()
+        self.assertEqual(0, code, out)
+        self.assertNotIn(uuids.stranger, out)
