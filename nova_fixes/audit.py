@@ -55,6 +55,11 @@ WRONG = (MISPLACED, LEAKED, MISSING)
 FINAL_MIGRATION_STATUSES = frozenset((
     'done', 'confirmed', 'reverted', 'error', 'failed', 'cancelled',
     'completed'))
+#: The statuses of nova's migrations of a move still going.
+MOVING_STATUSES = (
+    'pre-migrating', 'migrating', 'post-migrating', 'finished',
+    'confirming', 'reverting', 'accepted', 'queued', 'preparing',
+    'running', 'pre-migrated', 'migrated')
 #: Placement's microversion with consumer generations.
 VERSION = report.CONSUMER_GENERATION_VERSION
 #: How heal's outcome reads when nothing is wrong any more.
@@ -148,7 +153,6 @@ class Facts(object):
         self.moving = {}             # instance uuid -> [non-final Migration]
         self.nodes = {}              # (host, node) -> compute node uuid
         self.cells = {}              # cell uuid -> CellMapping
-        self.contexts = {}           # instance uuid -> cell context
         self.unreadable = {}         # cell uuid -> why
 
 
@@ -163,7 +167,7 @@ def _cells(ctxt, only=None):
     return chosen
 
 
-def read_facts(ctxt, consumers, cells):
+def read_facts(ctxt, consumers, cells, server=None):
     """The API DB, then each cell, in bulk: build requests first (see
     ``decide``), instance mappings, then instances, migrations and
     compute nodes per cell.
@@ -178,16 +182,24 @@ def read_facts(ctxt, consumers, cells):
     for cell in cells:
         facts.cells[cell.uuid] = cell
         try:
-            _read_cell(ctxt, cell, consumers, facts)
+            _read_cell(ctxt, cell, consumers, facts, server)
         except Exception as e:
             facts.unreadable[cell.uuid] = '%s: %s' % (type(e).__name__, e)
     return facts
 
 
-def _read_cell(ctxt, cell, consumers, facts):
+def _read_cell(ctxt, cell, consumers, facts, server=None):
+    """One cell's records: every live instance (for ``missing``), or
+    only ``server``'s when heal re-checks one server.
+    """
+    live_filters = {'deleted': False}
+    moving_filters = {}
+    if server is not None:
+        live_filters['uuid'] = list(consumers)
+        moving_filters['instance_uuid'] = server
     with nova_context.target_cell(ctxt, cell) as cctxt:
         live = objects.InstanceList.get_by_filters(
-            cctxt, {'deleted': False}, expected_attrs=['flavor'])
+            cctxt, live_filters, expected_attrs=['flavor'])
         found = {i.uuid for i in live}
         rest = [u for u in consumers if u not in found]
         gone = objects.InstanceList.get_by_filters(
@@ -195,17 +207,13 @@ def _read_cell(ctxt, cell, consumers, facts):
             {'uuid': rest, 'deleted': True}) if rest else []
         migs = objects.MigrationList.get_by_filters(
             cctxt.elevated(read_deleted='yes'), {'uuid': list(consumers)})
-        active = objects.MigrationList.get_by_filters(cctxt, {
-            'status': ['pre-migrating', 'migrating', 'post-migrating',
-                       'finished', 'confirming', 'reverting', 'accepted',
-                       'queued', 'preparing', 'running', 'pre-migrated',
-                       'migrated']})
+        active = objects.MigrationList.get_by_filters(cctxt, dict(
+            moving_filters, status=list(MOVING_STATUSES)))
         nodes = objects.ComputeNodeList.get_all(cctxt)
         for inst in list(live) + list(gone):
             if inst.uuid in facts.instances and inst.deleted:
                 continue
             facts.instances[inst.uuid] = inst
-            facts.contexts[inst.uuid] = cctxt
         for mig in migs:
             facts.migrations[mig.uuid] = mig
         for mig in active:
@@ -398,7 +406,7 @@ def _fresh(ctxt, v, cells, roots, placement):
     uuids = {v.consumer}
     if v.server:
         uuids.add(v.server)
-    facts = read_facts(ctxt, uuids, cells)
+    facts = read_facts(ctxt, uuids, cells, server=v.server or v.consumer)
     body = placement.consumer(v.consumer)
     held = {rp: a['resources'] for rp, a in body['allocations'].items()}
     return decide(v.consumer, held, facts, roots), body, facts
