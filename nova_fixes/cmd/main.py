@@ -133,6 +133,71 @@ def _verify(args):
     return 0
 
 
+#: nova-fixes audit's exit code when it found something wrong and left it
+#: (not healed, or undecided because a cell could not be read).
+AUDIT_FOUND = 3
+
+
+def _load_nova_config(args):
+    """nova's configuration, as nova-manage loads it."""
+    from nova import config
+    from nova import objects
+    argv = ['nova-fixes']
+    for path in args.config_file or []:
+        argv += ['--config-file', path]
+    if args.config_dir:
+        argv += ['--config-dir', args.config_dir]
+    config.parse_args(argv, init_rpc=False)
+    objects.register_all()
+
+
+def audit_text(report):
+    """The text form: one line per consumer not right, per provider and
+    total lines.
+    """
+    lines = []
+    for v in report.verdicts:
+        if v.verdict in ('right',):
+            continue
+        lines.append('%s %s (%s of %s): %s%s' % (
+            v.verdict, v.consumer, v.kind or 'unknown consumer',
+            v.server or '-', v.evidence,
+            '; %s' % v.healed if v.healed else ''))
+    for cell, why in sorted(report.unreadable.items()):
+        lines.append('cell %s cannot be read: %s' % (cell, why))
+    totals = report.totals(getattr(report, 'names', {}))
+    for where in sorted(totals, key=lambda k: (k == 'total', k)):
+        lines.append('%s: %s' % (where, '; '.join(
+            '%s %s' % (verdict, ', '.join('%s=%d' % (rc, n) for rc, n
+                                          in sorted(res.items())))
+            for verdict, res in sorted(totals[where].items()))))
+    counts = report.counts()
+    lines.append('consumers: %s; placement requests: %d' % (
+        ', '.join('%d %s' % (counts[k], k) for k in counts),
+        report.requests))
+    return '\n'.join(lines)
+
+
+def audit_json(report):
+    import json
+    return json.dumps({
+        'verdicts': [v.as_dict() for v in report.verdicts],
+        'counts': report.counts(),
+        'totals': report.totals(getattr(report, 'names', {})),
+        'unreadable_cells': report.unreadable,
+        'placement_requests': report.requests}, indent=2, sort_keys=True)
+
+
+def _audit(args):
+    from nova import context as nova_context
+    from nova_fixes import audit
+    _load_nova_config(args)
+    report = audit.audit(nova_context.get_admin_context(), heal=args.heal,
+                         cell=args.cell)
+    print(audit_json(report) if args.json else audit_text(report))
+    return AUDIT_FOUND if report.wrong() else 0
+
+
 def parser():
     p = argparse.ArgumentParser(
         prog='nova-fixes',
@@ -198,6 +263,25 @@ def parser():
     v.add_argument('--root', default=None,
                    help='the nova-fixes source tree holding patches/')
     v.set_defaults(func=_verify, subparser=v)
+
+    a = sub.add_parser(
+        'audit', help='one verdict for every consumer in placement (right, '
+        'in flight, misplaced, leaked, missing); with --heal, correct '
+        'what is wrong with the consumer generations read. Exit 0: '
+        'nothing wrong; 3: something wrong left; 2: bad input')
+    a.add_argument('--heal', action='store_true',
+                   help='remove the leaked, move the misplaced, create '
+                   'the missing; without it nothing is changed')
+    a.add_argument('--json', action='store_true',
+                   help='print a JSON document instead of text')
+    a.add_argument('--cell', metavar='NAME_OR_UUID',
+                   help='decide only the consumers of this cell')
+    a.add_argument('--config-file', action='append', metavar='PATH',
+                   help="nova's configuration (repeatable; default: "
+                   "nova's own, /etc/nova/nova.conf)")
+    a.add_argument('--config-dir', metavar='DIR',
+                   help="a directory of nova's configuration files")
+    a.set_defaults(func=_audit, subparser=a)
     return p
 
 

@@ -1,0 +1,472 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""A placement audit that never takes a live claim (issue 41).
+
+Every consumer with allocations gets one verdict, with its evidence:
+
+- ``right``: a live server's allocation where its guest runs (in
+  VERIFY_RESIZE the instance on the destination, the migration on the
+  source, as nova defines it);
+- ``in flight``: a build or a move still going, left alone;
+- ``misplaced``: a live server holding a node its guest is not on, or the
+  migration consumer of a move that is over holding what its server needs;
+- ``leaked``: a deleted or archived server, a migration of one, a migration
+  of a move that is over holding nothing its server needs, an unknown
+  consumer;
+- ``missing``: a live server with a host holding nothing;
+- ``unknown``: its verdict needs a cell that could not be read.
+
+``heal`` writes only with the consumer generations it has just read and
+re-decides a consumer from fresh records before each write; a 409 makes
+it read and decide again, never overwrite.
+"""
+
+import collections
+
+from nova.compute import vm_states
+from nova import context as nova_context
+from nova import objects
+from nova.scheduler.client import report
+from nova.scheduler import utils as scheduler_utils
+
+from nova_fixes import errors
+
+RIGHT = 'right'
+IN_FLIGHT = 'in flight'
+MISPLACED = 'misplaced'
+LEAKED = 'leaked'
+MISSING = 'missing'
+UNKNOWN = 'unknown'
+VERDICTS = (RIGHT, IN_FLIGHT, MISPLACED, LEAKED, MISSING, UNKNOWN)
+#: The verdicts heal acts on.
+WRONG = (MISPLACED, LEAKED, MISSING)
+
+#: Migration statuses of a move that is over.
+FINAL_MIGRATION_STATUSES = frozenset((
+    'done', 'confirmed', 'reverted', 'error', 'failed', 'cancelled',
+    'completed'))
+#: The statuses of nova's migrations of a move still going.
+MOVING_STATUSES = (
+    'pre-migrating', 'migrating', 'post-migrating', 'finished',
+    'confirming', 'reverting', 'accepted', 'queued', 'preparing',
+    'running', 'pre-migrated', 'migrated')
+#: Placement's microversion with consumer generations.
+VERSION = report.CONSUMER_GENERATION_VERSION
+#: How heal's outcome reads when nothing is wrong any more.
+RESOLVED = ('healed', 'nothing left', 'left alone: now right',
+            'left alone: now in flight')
+#: How many times heal reads and decides again after a 409.
+RETRIES = 3
+
+
+class AuditError(errors.NovaFixesError):
+    """Bad input or a placement that cannot be read: nothing unchecked
+    was changed.
+    """
+
+
+class Verdict(object):
+    def __init__(self, consumer, verdict, evidence, held=None, kind=None,
+                 target=None, server=None):
+        self.consumer = consumer
+        self.verdict = verdict
+        self.evidence = evidence
+        #: {provider uuid: {resource class: amount}} held now
+        self.held = held or {}
+        #: 'instance', 'migration' or None (unknown consumer)
+        self.kind = kind
+        #: what the consumer must hold: {provider uuid: resources}
+        self.target = target
+        #: the instance uuid this consumer belongs to
+        self.server = server
+        self.healed = None
+        #: the flavor's resources a missing or misplaced server needs
+        self.need = None
+
+    def as_dict(self):
+        return {'consumer': self.consumer, 'verdict': self.verdict,
+                'kind': self.kind, 'server': self.server,
+                'evidence': self.evidence, 'held': self.held,
+                'target': self.target, 'healed': self.healed}
+
+
+class Placement(object):
+    """Reads and writes placement through nova's report client, counting
+    the requests.
+    """
+
+    def __init__(self, client=None):
+        self.client = client or report.SchedulerReportClient()
+        self.requests = 0
+
+    def _call(self, verb, url, *args, ok=(200, 204), missing=None):
+        self.requests += 1
+        resp = getattr(self.client, verb)(url, *args, version=VERSION)
+        if resp.status_code in ok:
+            return resp.json() if resp.status_code == 200 else None
+        if resp.status_code == 404 and missing:
+            raise AuditError(missing)
+        if resp.status_code == 409:
+            return resp
+        raise AuditError('placement answered %s to %s %s: %s' % (
+            resp.status_code, verb.upper(), url, resp.text[:200]))
+
+    def providers(self):
+        return self._call('get', '/resource_providers')['resource_providers']
+
+    def provider_allocations(self, rp):
+        return self._call(
+            'get', '/resource_providers/%s/allocations' % rp['uuid'],
+            missing='resource provider %s (%s) vanished during the audit; '
+            'nothing was changed: run it again' % (rp['uuid'], rp['name'])
+        )['allocations']
+
+    def consumer(self, uuid):
+        return self._call('get', '/allocations/%s' % uuid)
+
+    def put(self, uuid, body):
+        """True once written, False on a generation conflict (409)."""
+        return self._call('put', '/allocations/%s' % uuid, body) is None
+
+    def post(self, body):
+        return self._call('post', '/allocations', body) is None
+
+
+class Facts(object):
+    """What nova knows about the consumers, read in bulk."""
+
+    def __init__(self):
+        self.build_requests = set()
+        self.mappings = {}           # instance uuid -> cell uuid or None
+        self.instances = {}          # uuid -> Instance (deleted ones too)
+        self.migrations = {}         # uuid -> Migration
+        self.moving = {}             # instance uuid -> [non-final Migration]
+        self.nodes = {}              # (host, node) -> compute node uuid
+        self.cells = {}              # cell uuid -> CellMapping
+        self.unreadable = {}         # cell uuid -> why
+
+
+def _cells(ctxt, only=None):
+    cells = objects.CellMappingList.get_all(ctxt)
+    if only is None:
+        return list(cells)
+    chosen = [c for c in cells if only in (c.uuid, c.name)]
+    if not chosen:
+        raise AuditError('no cell named %s (cells: %s)' % (
+            only, ', '.join(sorted(c.name or c.uuid for c in cells))))
+    return chosen
+
+
+def read_facts(ctxt, consumers, cells, server=None):
+    """The API DB, then each cell, in bulk: build requests first (see
+    ``decide``), instance mappings, then instances, migrations and
+    compute nodes per cell.
+    """
+    facts = Facts()
+    facts.build_requests = {br.instance_uuid for br in
+                            objects.BuildRequestList.get_all(ctxt)}
+    for im in objects.InstanceMappingList.get_by_instance_uuids(
+            ctxt, list(consumers)):
+        facts.mappings[im.instance_uuid] = (
+            im.cell_mapping.uuid if im.cell_mapping else None)
+    for cell in cells:
+        facts.cells[cell.uuid] = cell
+        try:
+            _read_cell(ctxt, cell, consumers, facts, server)
+        except Exception as e:
+            facts.unreadable[cell.uuid] = '%s: %s' % (type(e).__name__, e)
+    return facts
+
+
+def _read_cell(ctxt, cell, consumers, facts, server=None):
+    """One cell's records: every live instance (for ``missing``), or
+    only ``server``'s when heal re-checks one server.
+    """
+    live_filters = {'deleted': False}
+    moving_filters = {}
+    if server is not None:
+        live_filters['uuid'] = list(consumers)
+        moving_filters['instance_uuid'] = server
+    with nova_context.target_cell(ctxt, cell) as cctxt:
+        live = objects.InstanceList.get_by_filters(
+            cctxt, live_filters, expected_attrs=['flavor'])
+        found = {i.uuid for i in live}
+        rest = [u for u in consumers if u not in found]
+        gone = objects.InstanceList.get_by_filters(
+            cctxt.elevated(read_deleted='yes'),
+            {'uuid': rest, 'deleted': True}) if rest else []
+        migs = objects.MigrationList.get_by_filters(
+            cctxt.elevated(read_deleted='yes'), {'uuid': list(consumers)})
+        active = objects.MigrationList.get_by_filters(cctxt, dict(
+            moving_filters, status=list(MOVING_STATUSES)))
+        nodes = objects.ComputeNodeList.get_all(cctxt)
+        for inst in list(live) + list(gone):
+            if inst.uuid in facts.instances and inst.deleted:
+                continue
+            facts.instances[inst.uuid] = inst
+        for mig in migs:
+            facts.migrations[mig.uuid] = mig
+        for mig in active:
+            facts.moving.setdefault(mig.instance_uuid, []).append(mig)
+        for cn in nodes:
+            facts.nodes[(cn.host, cn.hypervisor_hostname)] = cn.uuid
+
+
+def _node_of(facts, host, node):
+    return facts.nodes.get((host, node))
+
+
+def _roots(held, roots):
+    return {roots.get(rp, rp) for rp in held}
+
+
+def decide(uuid, held, facts, roots):
+    """One verdict for consumer ``uuid`` holding ``held``."""
+    def v(verdict, evidence, **kw):
+        return Verdict(uuid, verdict, evidence, held=held, **kw)
+
+    mig = facts.migrations.get(uuid)
+    if mig is not None:
+        return _decide_migration(uuid, held, mig, facts, roots, v)
+    if uuid in facts.build_requests:
+        return v(IN_FLIGHT, 'a build request: the build is going',
+                 kind='instance', server=uuid)
+    inst = facts.instances.get(uuid)
+    cell = facts.mappings.get(uuid, False)
+    if inst is None:
+        if cell and cell in facts.unreadable:
+            return v(UNKNOWN, 'its cell %s cannot be read' % cell,
+                     kind='instance', server=uuid)
+        if facts.unreadable:
+            return v(UNKNOWN, 'no record in the cells read; cells %s cannot '
+                     'be read' % ', '.join(sorted(facts.unreadable)))
+        if cell is not False:
+            return v(LEAKED, 'an instance mapping and no build request '
+                     'nor instance: a build deleted', kind='instance',
+                     server=uuid)
+        return v(LEAKED, 'no instance, no instance mapping, no build '
+                 'request, no migration: deleted and archived, or unknown')
+    if inst.deleted:
+        return v(LEAKED, 'instance deleted in its cell', kind='instance',
+                 server=uuid, target={})
+    return _decide_instance(uuid, held, inst, facts, roots, v)
+
+
+def _decide_instance(uuid, held, inst, facts, roots, v):
+    kw = dict(kind='instance', server=uuid)
+    if inst.task_state is not None:
+        return v(IN_FLIGHT, 'task state %s' % inst.task_state, **kw)
+    moving = facts.moving.get(uuid, [])
+    resized = (inst.vm_state == vm_states.RESIZED and
+               [m for m in moving if m.status == 'finished'])
+    if moving and not resized:
+        return v(IN_FLIGHT, 'migration %s is %s' % (
+            moving[0].uuid, moving[0].status), **kw)
+    if not inst.host:
+        if inst.vm_state == vm_states.BUILDING:
+            return v(IN_FLIGHT, 'no host yet (building)', **kw)
+        return v(MISPLACED, 'no host (%s): its guest runs nowhere'
+                 % inst.vm_state, target={}, **kw)
+    rp = _node_of(facts, inst.host, inst.node)
+    if not held:
+        return v(MISSING, 'live on %s (%s), holds nothing'
+                 % (inst.host, inst.node), target=rp, **kw)
+    if rp is not None and _roots(held, roots) == {rp}:
+        return v(RIGHT, 'on %s, where its guest runs' % inst.node, **kw)
+    return v(MISPLACED, 'its guest runs on %s (%s) but it holds %s'
+             % (inst.host, inst.node, ', '.join(sorted(held))),
+             target=rp, **kw)
+
+
+def _decide_migration(uuid, held, mig, facts, roots, v):
+    kw = dict(kind='migration', server=mig.instance_uuid)
+    inst = facts.instances.get(mig.instance_uuid)
+    if inst is None or inst.deleted:
+        if inst is None and facts.unreadable:
+            return v(UNKNOWN, 'cells %s cannot be read' % ', '.join(
+                sorted(facts.unreadable)), **kw)
+        return v(LEAKED, 'migration of a deleted server', target={}, **kw)
+    if inst.task_state is not None:
+        return v(IN_FLIGHT, 'its server has task state %s'
+                 % inst.task_state, **kw)
+    if mig.status not in FINAL_MIGRATION_STATUSES:
+        if mig.status == 'finished' and inst.vm_state == vm_states.RESIZED:
+            rp = _node_of(facts, mig.source_compute, mig.source_node)
+            if rp is not None and _roots(held, roots) == {rp}:
+                return v(RIGHT, 'VERIFY_RESIZE: the source %s'
+                         % mig.source_node, **kw)
+        return v(IN_FLIGHT, 'migration %s' % mig.status, **kw)
+    guest = _node_of(facts, inst.host, inst.node)
+    if guest is not None and guest in _roots(held, roots):
+        return v(MISPLACED, 'the move is over (%s) and it holds %s, where '
+                 'its server runs' % (mig.status, inst.node), target={},
+                 **kw)
+    return v(LEAKED, 'the move is over (%s); it holds nothing its server '
+             'needs' % mig.status, target={}, **kw)
+
+
+def _flavor_resources(inst):
+    return scheduler_utils.resources_from_flavor(inst, inst.flavor)
+
+
+class Report(object):
+    def __init__(self):
+        self.verdicts = []
+        self.unreadable = {}
+        self.requests = 0
+
+    def wrong(self):
+        """The verdicts still wrong: not healed, undecided, or left
+        because their consumer became wrong in another way.
+        """
+        return [v for v in self.verdicts
+                if v.verdict in WRONG + (UNKNOWN,) and
+                not (v.healed or '').startswith(RESOLVED)]
+
+    def counts(self):
+        c = collections.Counter(v.verdict for v in self.verdicts)
+        return {name: c.get(name, 0) for name in VERDICTS}
+
+    def totals(self, names):
+        """{provider (name): {verdict: {rc: amount}}} and 'total'."""
+        per = {}
+        for v in self.verdicts:
+            if v.verdict not in (LEAKED, MISPLACED, MISSING):
+                continue
+            items = v.held.items()
+            if v.verdict == MISSING:
+                items = [(v.target, v.need or {})]
+            for rp, res in items:
+                for key in (names.get(rp, rp), 'total'):
+                    slot = per.setdefault(key, {}).setdefault(v.verdict, {})
+                    for rc, n in res.items():
+                        slot[rc] = slot.get(rc, 0) + n
+        return per
+
+
+def audit(ctxt, heal=False, cell=None, placement=None):
+    """Read placement, the API DB and the cells; decide; heal if asked.
+
+    :returns: a Report
+    :raises: AuditError on bad input or placement errors (before any
+        write: nothing was changed)
+    """
+    placement = placement or Placement()
+    cells = _cells(ctxt, cell)
+    rps = placement.providers()
+    names = {rp['uuid']: rp['name'] for rp in rps}
+    roots = {rp['uuid']: rp.get('root_provider_uuid') or rp['uuid']
+             for rp in rps}
+    consumers = {}
+    for rp in rps:
+        for c, alloc in placement.provider_allocations(rp).items():
+            consumers.setdefault(c, {})[rp['uuid']] = alloc['resources']
+    facts = read_facts(ctxt, consumers, cells)
+    rep = Report()
+    rep.names = names
+    rep.unreadable = {facts.cells[c].name or c: why
+                      for c, why in facts.unreadable.items()}
+    for uuid, held in sorted(consumers.items()):
+        mapped = facts.mappings.get(uuid)
+        if cell is not None and not (mapped in facts.cells or
+                                     uuid in facts.migrations):
+            # --cell: the consumers of other cells are not decided.
+            continue
+        rep.verdicts.append(decide(uuid, held, facts, roots))
+    for uuid, inst in sorted(facts.instances.items()):
+        if uuid in consumers or inst.deleted:
+            continue
+        verdict = decide(uuid, {}, facts, roots)
+        if verdict.verdict == MISSING:
+            rep.verdicts.append(verdict)
+    for v in rep.verdicts:
+        if v.verdict in (MISPLACED, MISSING) and v.kind == 'instance' and \
+                v.target is not None and v.target != {}:
+            v.need = _flavor_resources(facts.instances[v.server])
+    if heal:
+        for v in rep.verdicts:
+            if v.verdict in WRONG:
+                _heal(ctxt, v, placement, roots, cells)
+    rep.requests = placement.requests
+    return rep
+
+
+def _fresh(ctxt, v, cells, roots, placement):
+    """Re-read the records of ``v``'s server and its consumer."""
+    uuids = {v.consumer}
+    if v.server:
+        uuids.add(v.server)
+    facts = read_facts(ctxt, uuids, cells, server=v.server or v.consumer)
+    body = placement.consumer(v.consumer)
+    held = {rp: a['resources'] for rp, a in body['allocations'].items()}
+    return decide(v.consumer, held, facts, roots), body, facts
+
+
+def _heal(ctxt, v, placement, roots, cells):
+    for attempt in range(RETRIES):
+        now, body, facts = _fresh(ctxt, v, cells, roots, placement)
+        if now.verdict != v.verdict:
+            v.healed = 'left alone: now %s (%s)' % (now.verdict,
+                                                     now.evidence)
+            return
+        gen = body.get('consumer_generation')
+        if now.verdict in (LEAKED, MISPLACED) and not now.held:
+            v.healed = 'nothing left to heal'
+            return
+        if now.verdict == MISSING:
+            inst = facts.instances[v.server]
+            if now.target is None:
+                v.healed = 'left alone: its node is not in placement'
+                return
+            ok = placement.put(v.consumer, {
+                'allocations': {now.target: {
+                    'resources': _flavor_resources(inst)}},
+                'consumer_generation': gen,
+                'project_id': inst.project_id, 'user_id': inst.user_id})
+        elif now.kind == 'migration' and now.verdict == MISPLACED:
+            inst = facts.instances[now.server]
+            target = _node_of(facts, inst.host, inst.node)
+            mine = placement.consumer(now.server)
+            ok = placement.post({
+                now.consumer: {
+                    'allocations': {},
+                    'consumer_generation': gen,
+                    'project_id': body['project_id'],
+                    'user_id': body['user_id']},
+                now.server: {
+                    'allocations': {target: {
+                        'resources': _flavor_resources(inst)}},
+                    'consumer_generation': mine.get('consumer_generation'),
+                    'project_id': inst.project_id,
+                    'user_id': inst.user_id}})
+        else:
+            # Leaked: emptied with the generation read (a DELETE would
+            # ignore it). Misplaced instance: its flavor where its guest
+            # runs, or nothing when it runs nowhere.
+            allocations = {}
+            if now.verdict == MISPLACED and now.target is None:
+                v.healed = 'left alone: its node is not in placement'
+                return
+            if now.verdict == MISPLACED and now.target:
+                allocations = {now.target: {'resources': _flavor_resources(
+                    facts.instances[v.server])}}
+            ok = placement.put(v.consumer, {
+                'allocations': allocations, 'consumer_generation': gen,
+                'project_id': body.get('project_id'),
+                'user_id': body.get('user_id')})
+        if ok:
+            v.healed = 'healed' + (' (after %d conflict%s)' % (
+                attempt, 's' if attempt > 1 else '') if attempt else '')
+            return
+        v.conflicts = attempt + 1
+    v.healed = 'left alone: %d generation conflicts in a row' % RETRIES

@@ -1,0 +1,227 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""nova_fixes.audit's verdicts on fakes, its outputs and exit codes."""
+
+import io
+import json
+import types
+from unittest import mock
+
+import fixtures
+import testtools
+
+from nova_fixes import audit
+from nova_fixes.cmd import main
+
+RP1, RP2 = 'rp-host1', 'rp-host2'
+ROOTS = {RP1: RP1, RP2: RP2, 'rp-vgpu': RP1}
+FLAVOR = {'VCPU': 1, 'MEMORY_MB': 512}
+
+
+def instance(uuid='inst', host='host1', node='node1', vm_state='active',
+             task_state=None, deleted=False):
+    return types.SimpleNamespace(
+        uuid=uuid, host=host, node=node, vm_state=vm_state,
+        task_state=task_state, deleted=deleted)
+
+
+def migration(uuid='mig', instance_uuid='inst', status='finished',
+              source=('host1', 'node1')):
+    return types.SimpleNamespace(
+        uuid=uuid, instance_uuid=instance_uuid, status=status,
+        source_compute=source[0], source_node=source[1])
+
+
+def facts(instances=(), migrations=(), build_requests=(), mappings=None,
+          unreadable=None):
+    f = audit.Facts()
+    f.nodes = {('host1', 'node1'): RP1, ('host2', 'node2'): RP2}
+    f.instances = {i.uuid: i for i in instances}
+    f.migrations = {m.uuid: m for m in migrations}
+    for m in migrations:
+        if m.status not in audit.FINAL_MIGRATION_STATUSES:
+            f.moving.setdefault(m.instance_uuid, []).append(m)
+    f.build_requests = set(build_requests)
+    f.mappings = dict(mappings or {})
+    f.unreadable = dict(unreadable or {})
+    return f
+
+
+class VerdictTestCase(testtools.TestCase):
+
+    def decide(self, uuid, held, f):
+        return audit.decide(uuid, held, f, ROOTS).verdict
+
+    def test_right_where_the_guest_runs(self):
+        f = facts([instance()])
+        self.assertEqual(audit.RIGHT, self.decide('inst', {RP1: FLAVOR}, f))
+        # a child provider of the node is the node's tree
+        self.assertEqual(audit.RIGHT, self.decide(
+            'inst', {RP1: FLAVOR, 'rp-vgpu': {'VGPU': 1}}, f))
+
+    def test_misplaced_elsewhere(self):
+        f = facts([instance()])
+        v = audit.decide('inst', {RP2: FLAVOR}, f, ROOTS)
+        self.assertEqual(audit.MISPLACED, v.verdict)
+        self.assertEqual(RP1, v.target)
+        self.assertEqual(audit.MISPLACED, self.decide(
+            'inst', {RP1: FLAVOR, RP2: FLAVOR}, f))
+
+    def test_build_request_is_in_flight_whatever_it_holds(self):
+        f = facts(build_requests=['inst'], mappings={'inst': None})
+        self.assertEqual(audit.IN_FLIGHT,
+                         self.decide('inst', {RP2: FLAVOR}, f))
+
+    def test_no_host_yet_and_task_state_are_in_flight(self):
+        f = facts([instance(host=None, node=None, vm_state='building')])
+        self.assertEqual(audit.IN_FLIGHT,
+                         self.decide('inst', {RP1: FLAVOR}, f))
+        f = facts([instance(task_state='spawning')])
+        self.assertEqual(audit.IN_FLIGHT,
+                         self.decide('inst', {RP2: FLAVOR}, f))
+
+    def test_move_in_progress_is_in_flight(self):
+        f = facts([instance()], [migration(status='migrating')])
+        self.assertEqual(audit.IN_FLIGHT,
+                         self.decide('inst', {RP2: FLAVOR}, f))
+        self.assertEqual(audit.IN_FLIGHT,
+                         self.decide('mig', {RP1: FLAVOR}, f))
+
+    def test_verify_resize_as_nova_defines_it(self):
+        f = facts([instance(host='host2', node='node2', vm_state='resized')],
+                  [migration(status='finished')])
+        self.assertEqual(audit.RIGHT, self.decide('inst', {RP2: FLAVOR}, f))
+        self.assertEqual(audit.RIGHT, self.decide('mig', {RP1: FLAVOR}, f))
+        self.assertEqual(audit.MISPLACED,
+                         self.decide('inst', {RP1: FLAVOR}, f))
+
+    def test_migration_of_a_move_that_is_over(self):
+        f = facts([instance()], [migration(status='error')])
+        # holds the node its server runs on: misplaced
+        self.assertEqual(audit.MISPLACED,
+                         self.decide('mig', {RP1: FLAVOR}, f))
+        # holds another one: nothing its server needs
+        self.assertEqual(audit.LEAKED, self.decide('mig', {RP2: FLAVOR}, f))
+
+    def test_leaked(self):
+        f = facts([instance(deleted=True)], [migration(status='error')])
+        self.assertEqual(audit.LEAKED, self.decide('inst', {RP1: FLAVOR}, f))
+        self.assertEqual(audit.LEAKED, self.decide('mig', {RP1: FLAVOR}, f))
+        self.assertEqual(audit.LEAKED,
+                         self.decide('stranger', {RP1: FLAVOR}, facts()))
+        f = facts(mappings={'inst': None})
+        self.assertEqual(audit.LEAKED, self.decide('inst', {RP1: FLAVOR}, f))
+
+    def test_missing(self):
+        f = facts([instance()])
+        v = audit.decide('inst', {}, f, ROOTS)
+        self.assertEqual((audit.MISSING, RP1), (v.verdict, v.target))
+
+    def test_unreadable_cell_decides_nothing(self):
+        f = facts(mappings={'inst': 'cell1'}, unreadable={'cell1': 'down'})
+        self.assertEqual(audit.UNKNOWN,
+                         self.decide('inst', {RP1: FLAVOR}, f))
+        f = facts(unreadable={'cell1': 'down'})
+        self.assertEqual(audit.UNKNOWN,
+                         self.decide('stranger', {RP1: FLAVOR}, f))
+
+
+class _Resp(object):
+    def __init__(self, status, body=None):
+        self.status_code = status
+        self._body = body
+        self.text = json.dumps(body)
+
+    def json(self):
+        return self._body
+
+
+class PlacementTestCase(testtools.TestCase):
+
+    def test_5xx_names_the_request(self):
+        client = mock.Mock(get=mock.Mock(return_value=_Resp(503, 'busy')))
+        e = self.assertRaises(audit.AuditError,
+                              audit.Placement(client).providers)
+        self.assertIn('placement answered 503 to GET /resource_providers',
+                      str(e))
+
+    def test_provider_vanished(self):
+        client = mock.Mock(get=mock.Mock(return_value=_Resp(404, {})))
+        e = self.assertRaises(
+            audit.AuditError, audit.Placement(client).provider_allocations,
+            {'uuid': RP1, 'name': 'node1'})
+        self.assertIn('resource provider rp-host1 (node1) vanished', str(e))
+        self.assertIn('nothing was changed', str(e))
+
+    def test_conflict_is_false_and_requests_counted(self):
+        client = mock.Mock(put=mock.Mock(return_value=_Resp(409, {})))
+        p = audit.Placement(client)
+        self.assertFalse(p.put('c', {}))
+        self.assertEqual(1, p.requests)
+
+
+class OutputTestCase(testtools.TestCase):
+
+    def setUp(self):
+        super(OutputTestCase, self).setUp()
+        rep = audit.Report()
+        rep.names = {RP1: 'node1'}
+        rep.verdicts = [
+            audit.Verdict('a', audit.RIGHT, 'ok', {RP1: FLAVOR}),
+            audit.Verdict('b', audit.LEAKED, 'deleted', {RP1: FLAVOR},
+                          kind='instance', server='b')]
+        rep.requests = 3
+        self.report = rep
+        self.stdout = io.StringIO()
+        self.useFixture(fixtures.MockPatch('sys.stdout', self.stdout))
+        self.useFixture(fixtures.MockPatch('sys.stderr', io.StringIO()))
+        self.useFixture(fixtures.MockPatch(
+            'nova_fixes.cmd.main._load_nova_config'))
+        self.useFixture(fixtures.MockPatch(
+            'nova.context.get_admin_context'))
+
+    def test_text(self):
+        text = main.audit_text(self.report)
+        self.assertNotIn('right a', text)
+        self.assertIn('leaked b (instance of b): deleted', text)
+        self.assertIn('node1: leaked MEMORY_MB=512, VCPU=1', text)
+        self.assertIn('total: leaked MEMORY_MB=512, VCPU=1', text)
+        self.assertIn('1 right, 0 in flight, 0 misplaced, 1 leaked', text)
+
+    def test_json(self):
+        doc = json.loads(main.audit_json(self.report))
+        self.assertEqual(1, doc['counts']['leaked'])
+        self.assertEqual({'VCPU': 1, 'MEMORY_MB': 512},
+                         doc['totals']['total']['leaked'])
+        self.assertEqual(['a', 'b'],
+                         [v['consumer'] for v in doc['verdicts']])
+
+    def test_exit_codes(self):
+        with mock.patch('nova_fixes.audit.audit',
+                        return_value=self.report):
+            self.assertEqual(3, main.main(['audit', '--json']))
+        self.report.verdicts[1].healed = 'healed'
+        with mock.patch('nova_fixes.audit.audit',
+                        return_value=self.report) as run:
+            self.assertEqual(0, main.main(['audit', '--heal']))
+        self.assertTrue(run.call_args[1]['heal'])
+        with mock.patch('nova_fixes.audit.audit',
+                        side_effect=audit.AuditError('no cell named x')):
+            self.assertEqual(2, main.main(['audit', '--cell', 'x']))
+
+    def test_unknown_cell_is_named(self):
+        cells = [types.SimpleNamespace(uuid='u1', name='cell1')]
+        with mock.patch('nova_fixes.audit.objects') as objects:
+            objects.CellMappingList.get_all.return_value = cells
+            e = self.assertRaises(audit.AuditError, audit._cells, None, 'x')
+        self.assertEqual('no cell named x (cells: cell1)', str(e))
