@@ -96,6 +96,15 @@ def check_series(series):
         raise errors.UnknownSeries(series, known_series())
     if series in NOT_HERE:
         raise GateError('nova-gate: %s: %s' % (series, NOT_HERE[series]))
+    if not os.path.exists(os.path.join(TREE, 'constraints',
+                                       '%s.txt' % series)):
+        # 2022.2: tested on Debian 12's packaged nova (tox -e debian).
+        raise GateError('nova-gate: %s has no constraints/%s.txt to '
+                        'install its nova with; series with one: %s' % (
+                            series, series, ', '.join(
+                                s for s in registry.SUPPORTED_SERIES
+                                if os.path.exists(os.path.join(
+                                    TREE, 'constraints', '%s.txt' % s)))))
     return series
 
 

@@ -174,6 +174,13 @@ class SeriesTest(testtools.TestCase):
         self.assertIn('debian-13', str(e))
         self.assertIn('chroot', str(e))
 
+    def test_a_series_without_constraints_is_refused(self):
+        e = self.assertRaises(nova_gate.GateError, nova_gate.check_series,
+                              '2022.2')
+        self.assertIn('constraints/2022.2.txt', str(e))
+        self.assertIn('2026.2', str(e))
+        self.assertEqual('2025.1', nova_gate.check_series('2025.1'))
+
     def test_main_unknown_series_fails_with_a_count(self):
         out, err = io.StringIO(), io.StringIO()
         with mock.patch('sys.stdout', out), mock.patch('sys.stderr', err):
