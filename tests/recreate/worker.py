@@ -30,6 +30,9 @@ import sys
 import tempfile
 
 WORKER_DIR = 'NOVA_FIXES_WORKER_DIR'
+#: A script that starts the worker in its place (tools/nova_gate.py
+#: --drop-ins: dropin_boot.py), given the same arguments.
+BOOT = 'NOVA_FIXES_WORKER_BOOT'
 STDERR = '.stderr'
 STATUS = '.status'
 
@@ -39,7 +42,9 @@ def main(argv):
     fd, stderr_path = tempfile.mkstemp(prefix='worker-', suffix=STDERR,
                                        dir=directory)
     with os.fdopen(fd, 'wb') as stderr:
-        status = subprocess.call([sys.executable] + argv, stderr=stderr)
+        boot = [os.environ[BOOT]] if os.environ.get(BOOT) else []
+        status = subprocess.call([sys.executable] + boot + argv,
+                                 stderr=stderr)
     name = stderr_path[:-len(STDERR)]
     with open(name + STATUS + '.tmp', 'w') as f:
         f.write('%d\n' % status)
