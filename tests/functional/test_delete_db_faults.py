@@ -146,3 +146,42 @@ class DeleteMappingWriteFailsTest(_MappingWriteFailsTestBase):
                                 check_response_status=[204])
         self._wait_until_gone(server)
         self.assert_deleted_and_uncounted(server)
+
+
+class LocalDeleteMappingWriteFailsTest(_MappingWriteFailsTestBase):
+    """The mapping's write fails once during a local DELETE.
+
+    1. A server is ACTIVE; its compute stops and is forced down.
+    2. The user deletes it: the API deletes it locally (it saves the
+       record DELETED, writes the mapping, destroys the record); the API
+       database fails the mapping's write.
+    3. nova answered 500 with the record saved DELETED and not destroyed,
+       its mapping not queued_for_delete. The DELETE must not answer
+       500, and a refused DELETE must be retryable: the server is gone
+       and counted no more once another DELETE completes.
+    """
+
+    def test_delete(self):
+        server = self._create_server(networks='none')
+        compute = self.computes['host1']
+        compute.stop()
+        self.api.put_service(compute.service_ref.uuid,
+                             {'forced_down': 'true'})
+        failed = self._fail_mapping_write()
+        response = self.api.api_delete('/servers/%s' % server['id'],
+                                       check_response_status=[204, 500,
+                                                              503])
+        self.assertEqual([server['id']], failed,
+                         'the DELETE did not meet the fault')
+        self.assert_not_500(response)
+        if response.status == 503:
+            current = self._server_or_none(server)
+            self.assertIsNotNone(current,
+                                 'the refused DELETE deleted the server')
+            self.assertIsNone(current['OS-EXT-STS:task_state'],
+                              base.STUCK + 'the refused DELETE left its '
+                              'task state')
+            self.api.api_delete('/servers/%s' % server['id'],
+                                check_response_status=[204])
+        self._wait_until_gone(server)
+        self.assert_deleted_and_uncounted(server)
