@@ -1375,18 +1375,6 @@ TARGETS = (
                     'nova_fixes.nova.compute.api:_local_delete',
                     original_as='_local_delete_instance',
                     services=('api',)),
-    # After it in nova's module: the delete's instance mapping write.
-    registry.Target('nova.exception:DatabaseUnavailableForDelete',
-                    'nova_fixes.nova.exception:'
-                    'DatabaseUnavailableForDelete', new=True,
-                    after='ConfirmNotAnsweredForDelete',
-                    services=('api',)),
-    registry.Target('nova.compute.api:API._do_delete',
-                    'nova_fixes.nova.compute.api:_do_delete',
-                    services=('api',)),
-    registry.Target('nova.compute.api:API._do_soft_delete',
-                    'nova_fixes.nova.compute.api:_do_soft_delete',
-                    services=('api',)),
 )
 
 NOTES = ('bug-1848343-revert-allocations-deleted-server-'
