@@ -19,6 +19,7 @@ patches of every series but for the changes FIRST brings forward.
 from nova_fixes import errors
 from nova_fixes.fixes import bug_1848343
 from nova_fixes.fixes import bug_1859496
+from nova_fixes.fixes import delete_mapping
 from nova_fixes.fixes import interrupted_moves
 from nova_fixes.fixes import orphans
 
@@ -30,6 +31,7 @@ FIXES = (
     bug_1848343.FIX,
     orphans.FIX,
     interrupted_moves.FIX,
+    delete_mapping.FIX,
 )
 
 #: Changes (fix name, change slug) that come first in every series, in

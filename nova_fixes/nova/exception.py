@@ -71,6 +71,26 @@ class ConfirmNotAnsweredForDelete(PlacementUnavailableForDelete):
                 'the server was not deleted. The delete can be retried.')
 
 
+class DatabaseUnavailableForDelete(PlacementUnavailableForDelete):
+    """Added to nova.exception (related to bug 1783613).
+
+    The API database failed to queue the instance mapping of a server
+    being deleted for deletion.
+
+    API._do_delete and API._do_soft_delete raise it when that write fails
+    before the delete is sent to the compute (or done locally): nothing
+    of the delete was done, and API._delete puts the server's task state
+    back, so the user can delete it again. It is a
+    PlacementUnavailableForDelete so that the servers controller returns
+    it as that one, 503 Service Unavailable: a service the delete needs
+    did not answer and the delete can be retried. Its message is safe to
+    show to users.
+    """
+    msg_fmt = _('The database could not record the delete of server '
+                '%(instance_uuid)s (%(reason)s), so the server was not '
+                'deleted. The delete can be retried.')
+
+
 class InstanceDeletedDuringRevert(NovaException):
     """Added to nova.exception (bug 1848343).
 

@@ -13,6 +13,7 @@
 """Drop-ins for nova/compute/api.py."""
 
 from keystoneauth1 import exceptions as ks_exc
+from oslo_db import exception as db_exc
 from oslo_log import log as logging
 from oslo_messaging import exceptions as oslo_exceptions
 from oslo_utils import excutils
@@ -277,6 +278,89 @@ def _delete(self, context, instance, delete_type, cb, **instance_attrs):
                           'its cross-cell resize left in cell %s.',
                           other_copy._context.cell_uuid, instance=instance)
     return result
+
+
+def _do_delete(self, context, instance, bdms, local=False):
+    """Replaces API._do_delete (related to bug 1783613).
+
+    Queue the instance mapping for deletion, then delete the instance
+    locally or cast its delete to its compute.
+
+    nova wrote the mapping after the cast: when the API database failed
+    that write, the DELETE answered 500 while the compute deleted the
+    server, and its mapping stayed not queued_for_delete, so that with
+    [quota]count_usage_from_placement the quota counted the deleted
+    server until its rows were archived. Here the mapping is written
+    first (_queue_for_delete_or_refuse): if that fails nothing was sent,
+    the user gets a 503 (API._delete puts the task state back) and can
+    retry. If the delete then fails before it reaches the compute, the
+    mapping is put back (_unqueue_for_delete).
+    """
+    _queue_for_delete_or_refuse(self, context, instance)
+    try:
+        if local:
+            instance.vm_state = vm_states.DELETED
+            instance.task_state = None
+            instance.terminated_at = timeutils.utcnow()
+            instance.save()
+        else:
+            self.compute_rpcapi.terminate_instance(context, instance,
+                                                   bdms)
+    except Exception:
+        with excutils.save_and_reraise_exception():
+            _unqueue_for_delete(self, context, instance)
+
+
+def _do_soft_delete(self, context, instance, bdms, local=False):
+    """Replaces API._do_soft_delete (related to bug 1783613).
+
+    The same as _do_delete, for a soft delete: the mapping is queued for
+    deletion before the soft delete is sent or done, or the soft delete
+    refused with a 503.
+    """
+    _queue_for_delete_or_refuse(self, context, instance)
+    try:
+        if local:
+            instance.vm_state = vm_states.SOFT_DELETED
+            instance.task_state = None
+            instance.terminated_at = timeutils.utcnow()
+            instance.save()
+        else:
+            self.compute_rpcapi.soft_delete_instance(context, instance)
+    except Exception:
+        with excutils.save_and_reraise_exception():
+            _unqueue_for_delete(self, context, instance)
+
+
+def _queue_for_delete_or_refuse(compute_api, context, instance):
+    """Queue the instance mapping for deletion, or refuse the delete.
+
+    :raises DatabaseUnavailableForDelete: the API database failed the
+        write; nothing of the delete was done
+    """
+    try:
+        compute_api._update_queued_for_deletion(context, instance.uuid,
+                                                True)
+    except db_exc.DBError as e:
+        LOG.warning('Refusing to delete the server: its instance mapping '
+                    'could not be queued for deletion (%s). Nothing was '
+                    'deleted; the delete can be retried.',
+                    type(e).__name__, instance=instance)
+        raise exception.DatabaseUnavailableForDelete(
+            instance_uuid=instance.uuid, reason=type(e).__name__)
+
+
+def _unqueue_for_delete(compute_api, context, instance):
+    """Put back the instance mapping of a delete that did not happen."""
+    try:
+        compute_api._update_queued_for_deletion(context, instance.uuid,
+                                                False)
+    except Exception:
+        # The delete's own error is the one the user gets; the mapping
+        # stays queued and the quota counts the server no more until it
+        # is deleted again or restored.
+        LOG.exception('The delete failed, and so did putting its '
+                      'instance mapping back.', instance=instance)
 
 
 def _delete_left_behind(instance, task_state):
