@@ -129,7 +129,17 @@ again. nova's own delete then finds nothing left (one more request).
 
 The four tests of ConsumerGenerationConflictTest now assert that no
 allocation is left. The API's own delete of a server, when its compute
-is down, is a later change's."""
+is down, is a later change's.
+
+Because the allocations go before the resource tracker's update of the
+deletion, a PCI device removed from [pci]device_spec while the server
+used it has its resource provider deleted by that update, where nova
+kept it until the next periodic task: nothing holds the device any more
+and the tracker has already dropped it, so waiting for the periodic
+only kept a provider of a device that is gone. The four tests of
+PlacementPCIInventoryReportingTests that remove a device in use (2025.1
+on) now expect its provider gone after the delete, and still gone after
+the periodics or the compute's restart."""
 
 RECREATE_LOCAL_DELETE_MESSAGE = """\
 When a server's compute service is down, or the server is shelved
@@ -1041,6 +1051,114 @@ def compute_delete_tests_placement_answers(files):
     return changed
 
 
+#: nova's functional tests of a PCI device removed from [pci]device_spec
+#: while a server uses it (2025.1 on; the series before have none).
+PCI_REMOVED_PATH = 'nova/tests/functional/libvirt/test_pci_in_placement.py'
+PCI_REMOVED_CLASS = 'PlacementPCIInventoryReportingTests'
+PCI_REMOVED_TESTS = (
+    'test_device_reconfiguration_with_allocations_config_change_warn',
+    'test_pf_devspec_removed_while_allocated',
+    'test_last_vf_devspec_removed_while_allocated',
+    'test_non_last_vf_devspec_removed_while_allocated',
+)
+
+#: After the delete, the device's provider was expected with no usage...
+_PCI_FREED = re.compile(
+    r'( *)(# The allocation (?:is|successfully) removed[^\n]*\n)'
+    r' *compute1_expected_placement_view\["usages"\] = \{\n'
+    r' *"0000:81:00\.0": \{\n *[^\n]+: 0,\n *\}\n *\}\n'
+    r'( *compute1_expected_placement_view\["allocations"\]'
+    r'\.pop\(server\["id"\]\)\n)')
+#: ... and the PCI tracker's count commented as not reaching placement...
+_PCI_NOT_YET = re.compile(
+    r' *# The PCI device is removed from the PCI tracker when the device is'
+    r'\n(?: *#[^\n]*\n)*?( *self\.assertPCIDeviceCounts\("compute1", '
+    r'total=0, free=0\)\n)')
+#: ... then removed by a periodic task or a restart.
+_PCI_LATER = re.compile(
+    r'(?: *# We need a periodics run to trigger the deletion of the device'
+    r' in\n *# Placement\n)?'
+    r'( *self\._run_periodics\(\)\n\n)?'
+    r'((?: *# And the device is now removed from Placement\n)?)'
+    r'( *)compute1_expected_placement_view\["inventories"\]\.pop\('
+    r'"0000:81:00\.0"\)\n'
+    r' *compute1_expected_placement_view\["traits"\]\.pop\('
+    r'"0000:81:00\.0"\)\n'
+    r' *compute1_expected_placement_view\["usages"\]\.pop\('
+    r'"0000:81:00\.0"\)\n')
+
+
+def _pci_removed_test(segment):
+    """One test's new text, or None if it does not read as expected."""
+    def freed(match):
+        indent = match.group(1)
+        return (
+            indent + '# The allocation is removed from placement before '
+            'the resource\n' + indent + "# tracker's update of the "
+            'deletion: that update finds the device\n' + indent +
+            '# free and gone from the device spec, and deletes its '
+            'provider.\n' + match.group(3) +
+            ''.join('%scompute1_expected_placement_view["%s"].pop('
+                    '"0000:81:00.0")\n' % (indent, key)
+                    for key in ('inventories', 'traits', 'usages')))
+
+    def later(match):
+        indent = match.group(3)
+        if match.group(1):
+            return indent + '# and the periodics keep it so\n' + \
+                match.group(1).rstrip('\n') + '\n'
+        return indent + '# and the restart keeps it so\n'
+
+    # The later removal first: the new text has the same lines.
+    segment, found = _PCI_LATER.subn(later, segment)
+    if found != 1:
+        return None
+    segment, found = _PCI_FREED.subn(freed, segment)
+    if found != 1:
+        return None
+    segment, _ = _PCI_NOT_YET.subn(r'\1', segment)
+    return segment
+
+
+def pci_removed_while_allocated_goes_at_once(files):
+    """nova's tests of a PCI device removed from the device spec while a
+    server uses it expected the device's resource provider to outlive the
+    server's delete until the next periodic task or restart, because the
+    resource tracker was updated before the allocation was dropped. The
+    compute's delete now drops the allocations first: the provider goes
+    with the delete, and the periodic task or the restart keeps it gone.
+    """
+    path = PCI_REMOVED_PATH
+    if path not in files or PCI_REMOVED_TESTS[1] not in files[path]:
+        return {}
+
+    def edit(text):
+        tree = ast.parse(text)
+        cls = next((node for node in ast.walk(tree)
+                    if isinstance(node, ast.ClassDef) and
+                    node.name == PCI_REMOVED_CLASS), None)
+        funcs = [edits.function(cls, name) if cls else None
+                 for name in PCI_REMOVED_TESTS]
+        lines = text.splitlines(True)
+        for name, func in sorted(zip(PCI_REMOVED_TESTS, funcs),
+                                 key=lambda pair: -(pair[1].lineno
+                                                    if pair[1] else 0)):
+            if func is None:
+                raise errors.ExportError('%s has no %s.%s' % (
+                    path, PCI_REMOVED_CLASS, name))
+            segment = _pci_removed_test(
+                ''.join(lines[func.lineno - 1:func.end_lineno]))
+            if segment is None:
+                raise errors.ExportError(
+                    "%s: %s.%s does not read as expected (the device's "
+                    'provider kept after the delete until a periodic '
+                    'task or a restart)' % (path, PCI_REMOVED_CLASS, name))
+            lines[func.lineno - 1:func.end_lineno] = [segment]
+        return ''.join(lines)
+
+    return edits.edit_python(files, path, edit)
+
+
 def _class_setup(tree, path, name):
     cls = next((node for node in ast.walk(tree)
                 if isinstance(node, ast.ClassDef) and node.name == name),
@@ -1662,7 +1780,8 @@ FIX = registry.Fix(
                     compute_delete_tests_placement_answers,
                     usage_tests_placement_answers,
                     confirm_task_tests_read_migrations,
-                    claim_tests_have_migration),
+                    claim_tests_have_migration,
+                    pci_removed_while_allocated_goes_at_once),
         # The revert paths first, alone (see nova_fixes.fixes.FIRST); then
         # the rest of the invariant, which needs them and 1859496's
         # PlacementUnavailableForDelete.
@@ -1711,7 +1830,8 @@ FIX = registry.Fix(
                 targets=DELETE_TARGETS,
                 test_edits=('consumer_conflict_leaks',
                             'compute_delete_tests_placement_answers',
-                            'usage_tests_placement_answers'),
+                            'usage_tests_placement_answers',
+                            'pci_removed_while_allocated_goes_at_once'),
                 notes=DELETE_NOTES,
                 unit_tests=('compute_utils_delete.py',
                             'compute_mgr_delete.py'),

@@ -770,6 +770,98 @@ conflict(self):
                       'removes_allocations_after_compute_restart', str(e))
 
 
+def _pci_removed_test(name, periodic=True):
+    """A test of nova's PCI placement reporting, as 2025.1 on reads it."""
+    head = ('    def %s(self):\n'
+            '        self._delete_server(server)\n'
+            '\n'
+            '        # The allocation is removed from placement\n'
+            '        compute1_expected_placement_view["usages"] = {\n'
+            '            "0000:81:00.0": {\n'
+            '                self.PF_RC: 0,\n'
+            '            }\n'
+            '        }\n'
+            '        compute1_expected_placement_view["allocations"].pop('
+            'server["id"])\n'
+            '        self.assert_placement_pci_view(\n'
+            '            "compute1", **compute1_expected_placement_view)\n'
+            '\n' % name)
+    pops = ''.join('        compute1_expected_placement_view["%s"].pop('
+                   '"0000:81:00.0")\n' % key
+                   for key in ('inventories', 'traits', 'usages'))
+    if periodic:
+        middle = ('        # The PCI device is removed from the PCI tracker '
+                  'when the device is\n'
+                  '        # freed, but not from Placement yet.\n'
+                  '        self.assertPCIDeviceCounts("compute1", total=0, '
+                  'free=0)\n'
+                  '\n'
+                  '        # We need a periodics run to trigger the deletion '
+                  'of the device in\n'
+                  '        # Placement\n'
+                  '        self._run_periodics()\n'
+                  '\n')
+    else:
+        middle = ('        self.restart_compute_service(hostname="compute1")'
+                  '\n'
+                  '        # And the device is now removed from Placement\n')
+    return head + middle + pops + (
+        '        self.assert_placement_pci_view(\n'
+        '            "compute1", **compute1_expected_placement_view)\n\n')
+
+
+class PCIRemovedTestEditTestCase(testtools.TestCase):
+    """0010's edit of nova's tests of a PCI device removed while used."""
+
+    PATH = bug_1848343.PCI_REMOVED_PATH
+
+    def _text(self):
+        return 'class %s(object):\n\n%s' % (
+            bug_1848343.PCI_REMOVED_CLASS, ''.join(
+                _pci_removed_test(name, periodic=i > 0)
+                for i, name in enumerate(bug_1848343.PCI_REMOVED_TESTS)))
+
+    def test_provider_gone_with_the_delete(self):
+        text = bug_1848343.pci_removed_while_allocated_goes_at_once(
+            {self.PATH: self._text()})[self.PATH]
+        for name in bug_1848343.PCI_REMOVED_TESTS:
+            self.assertIn('def %s' % name, text)
+        # Every test now expects the provider gone right after the
+        # delete, and once only.
+        gone = ('        compute1_expected_placement_view["allocations"].pop('
+                'server["id"])\n'
+                '        compute1_expected_placement_view["inventories"].pop('
+                '"0000:81:00.0")\n')
+        self.assertEqual(4, text.count(gone))
+        self.assertEqual(4, text.count('["inventories"].pop('))
+        self.assertNotIn('["usages"] = {', text)
+        self.assertEqual(3, text.count('# and the periodics keep it so\n'
+                                       '        self._run_periodics()\n'))
+        self.assertEqual(1, text.count('# and the restart keeps it so\n'))
+        self.assertNotIn('not from Placement yet', text)
+        compile(text, self.PATH, 'exec')
+
+    def test_series_without_the_tests_are_left_alone(self):
+        self.assertEqual(
+            {}, bug_1848343.pci_removed_while_allocated_goes_at_once({}))
+        self.assertEqual(
+            {}, bug_1848343.pci_removed_while_allocated_goes_at_once(
+                {self.PATH: 'class Other(object):\n    pass\n'}))
+
+    def test_unexpected_test_is_refused(self):
+        # One test expects the device still used after the delete.
+        name = bug_1848343.PCI_REMOVED_TESTS[2]
+        before, test, after = self._text().partition(
+            _pci_removed_test(name))
+        text = before + test.replace('self.PF_RC: 0', 'self.PF_RC: 1') + after
+        e = self.assertRaises(
+            errors.ExportError,
+            bug_1848343.pci_removed_while_allocated_goes_at_once,
+            {self.PATH: text})
+        self.assertIn('%s.%s does not read as expected'
+                      % (bug_1848343.PCI_REMOVED_CLASS, name), str(e))
+
+
 PLAN = registry.Patch(slug='Fix-it', subject='Fix it', body='Because.',
                       trailers=('Closes-Bug: #1',))
 
