@@ -22,6 +22,7 @@ from nova_fixes.fixes import bug_1859496
 from nova_fixes.fixes import delete_mapping
 from nova_fixes.fixes import interrupted_moves
 from nova_fixes.fixes import orphans
+from nova_fixes.fixes import stale_moves
 
 # 1859496 first: the delete paths 1848343 makes refuse a delete when
 # placement cannot serve it use its PlacementUnavailableForDelete and the
@@ -31,6 +32,7 @@ FIXES = (
     bug_1848343.FIX,
     orphans.FIX,
     interrupted_moves.FIX,
+    stale_moves.FIX,
     delete_mapping.FIX,
 )
 

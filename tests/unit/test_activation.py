@@ -336,7 +336,8 @@ class FixtureTestCase(testtools.TestCase):
         outer = _snapshot()
         with fixture.NovaFixes() as fix:
             self.assertEqual([1859496, 'orphans', 'interrupted_moves',
-                              'delete_mapping'], fix.activated)
+                              'stale_moves', 'delete_mapping'],
+                             fix.activated)
             self.assertCountEqual(ALL, nova_fixes.active_fixes())
         self.assertEqual([1848343], nova_fixes.active_fixes())
         self.assertEqual(outer, _snapshot())
@@ -387,14 +388,16 @@ class DeactivateTestCase(testtools.TestCase):
         nova_fixes.activate()
         self.assertEqual([1859496], nova_fixes.deactivate([1859496]))
         self.assertEqual([1848343, 'orphans', 'interrupted_moves',
-                          'delete_mapping'], nova_fixes.active_fixes())
+                          'stale_moves', 'delete_mapping'],
+                         nova_fixes.active_fixes())
         from nova.api.openstack.compute import servers
         self.assertIs(self.before[
             'nova.api.openstack.compute.servers:ServersController.delete'],
             vars(servers.ServersController)['delete'])
         self.assertEqual([], nova_fixes.deactivate([1859496]))
         self.assertEqual([1848343, 'orphans', 'interrupted_moves',
-                          'delete_mapping'], nova_fixes.deactivate())
+                          'stale_moves', 'delete_mapping'],
+                         nova_fixes.deactivate())
         self.assertEqual(self.before, _snapshot())
 
     def test_deactivate_an_unknown_fix(self):

@@ -139,8 +139,8 @@ class RunServiceTestCase(_Base):
                          [c[0][0] for c in run.call_args_list])
         # Each activates what its service runs: the conductor's drop-ins
         # of 1859496, none in the scheduler.
-        expected = ([1848343, 'orphans', 'interrupted_moves'],
-                    [1859496, 1848343], [])
+        expected = ([1848343, 'orphans', 'interrupted_moves',
+                     'stale_moves'], [1859496, 1848343], [])
         for c, active in zip(run.call_args_list, expected):
             self.assertEqual([], nova_fixes.active_fixes())
             c[0][1]()
@@ -287,8 +287,8 @@ class ServiceSelectionTestCase(testtools.TestCase):
                              env=dict(os.environ, PYTHONPATH=os.pathsep.join(
                                  sys.path)))
         activated, api_modules = (out.stdout.splitlines() + [''])[:2]
-        self.assertEqual("[1848343, 'orphans', 'interrupted_moves']",
-                         activated)
+        self.assertEqual("[1848343, 'orphans', 'interrupted_moves', "
+                         "'stale_moves']", activated)
         self.assertEqual('', api_modules.strip())
 
     def test_unknown_service_is_refused(self):

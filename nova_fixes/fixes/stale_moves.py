@@ -1,0 +1,150 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Stale moves: a move that failed while placement was unreachable (its
+rollback could not give the allocations back) leaves a live server
+holding the destination's claim or nothing, and a migration of a move
+that is over holding the source, for as long as the server lives. The
+resource tracker's periodic only warns about them. No Launchpad bug
+names it; it is a neighbour of bug 1836369 (moves interrupted by a
+compute that stopped), found by the race explorer's survive mode.
+"""
+
+from nova_fixes import registry
+
+RT = 'nova.compute.resource_tracker:ResourceTracker.'
+DROPIN = 'nova_fixes.nova.compute.resource_tracker:'
+
+RECREATE_SLUG = 'Recreate-a-move-rolled-back-while-placement-is-down'
+FIX_SLUG = 'Correct-the-allocations-of-a-move-that-is-over-periodically'
+NOVA_TEST = 'nova/tests/functional/compute/test_stale_move_allocations.py'
+NOTES = ('stale-move-allocations-8d41c6e0b2f7a935.yaml',)
+RT_UNIT = 'nova/tests/unit/compute/test_resource_tracker.py'
+
+TARGETS = (
+    registry.Target(RT + '_remove_deleted_instances_allocations',
+                    DROPIN + '_remove_deleted_instances_allocations',
+                    services=('compute',)),
+    registry.Target(RT + '_ended_migration', DROPIN + '_ended_migration',
+                    new=True, services=('compute',)),
+    registry.Target(RT + '_settled_instance', DROPIN + '_settled_instance',
+                    new=True, services=('compute',)),
+    registry.Target(RT + '_correct_ended_move',
+                    DROPIN + '_correct_ended_move', new=True,
+                    services=('compute',)),
+    registry.Target(RT + '_correct_moved_instance',
+                    DROPIN + '_correct_moved_instance', new=True,
+                    services=('compute',)),
+)
+
+RECREATE_MESSAGE = """\
+A cold or live migration whose rollback runs while placement is
+unreachable cannot give its allocations back: the conductor (the
+scheduler found no host) or the compute (prep_resize could not claim)
+logs the failure and records the migration 'error'. The server lives on
+its source, but placement keeps the source's allocations under the
+migration consumer of a move that is over, and the instance consumer
+holds nothing, or the destination's claim, for as long as the server
+lives. Once placement is back, the resource tracker's periodic skips
+the migration ('error' migrations are loaded with the moves in
+progress) and only warns about the instance consumer on the
+destination; the quota counted from placement counts the flavor twice.
+
+This adds functional regression tests that take placement down as the
+conductor asks the scheduler for a host, and as the destination prepares
+the resize, bring it back, run the periodics and check what the server
+holds. They assert what is left under a FIXME; the change that fixes it
+flips them."""
+
+FIX_MESSAGE = """\
+ResourceTracker._remove_deleted_instances_allocations skipped every
+migration it loaded, 'error' ones included, and only warned about an
+instance consumer holding a node its instance has left, so what a move
+that ended without giving its allocations back (a rollback while
+placement was unreachable, see the previous change) left stayed for as
+long as the server lived.
+
+The periodic now corrects them when it has positive evidence, and warns
+as before otherwise:
+
+- a migration consumer of a move that is over ('error', or a migration
+  in another ended status found when the consumer is not an instance)
+  holding this node: when the server is deleted its allocations are
+  removed; when the server is settled (read again: no task state, not
+  VERIFY_RESIZE, no migration of it in progress here) and its guest runs
+  on this node (its host and node are this one's and the driver has the
+  guest), they are moved to the instance consumer, replacing what it
+  holds; when its guest is elsewhere, this node is removed from them;
+- an instance consumer holding this node while its settled instance
+  lives on another host and the driver has no guest of it here: this
+  node is removed from its allocations.
+
+The writes name the consumer generations read, so that an operation
+that starts meanwhile makes placement refuse them and the next run looks
+again. Nothing changes when nothing is wrong: the extra database reads
+and driver calls are made only for a consumer nothing on this node
+accounts for, and no placement request is added."""
+
+FIX = registry.Fix(
+    bug='stale_moves',
+    title='A move rolled back while placement is unreachable leaves its '
+          'allocations with the server alive',
+    open_upstream=True,
+    upstream='open; the resource tracker only warns (related to bug '
+             '1836369)',
+    targets=TARGETS,
+    tests=('test_stale_moves',),
+    nova_tests=(
+        registry.NovaTest(
+            NOVA_TEST, 'test_stale_move_allocations.py',
+            pairs=(
+                ('test_live_migration_scheduling_fails',
+                 'test_stale_moves.RollbackWithoutPlacementTest.'
+                 'test_live_migration_scheduling_fails'),
+                ('test_cold_migration_prep_resize_fails',
+                 'test_stale_moves.RollbackWithoutPlacementTest.'
+                 'test_cold_migration_prep_resize_fails'),
+            )),
+    ),
+    notes=NOTES,
+    unit_tests=(
+        registry.NovaUnitTests(RT_UNIT, 'rt_stale_moves.py'),
+    ),
+    patch=registry.Patch(
+        slug=FIX_SLUG,
+        subject='Correct the allocations of a move that is over '
+                'periodically',
+        body=FIX_MESSAGE,
+        trailers=('Related-Bug: #1836369',),
+        changes=(
+            registry.Change(
+                slug=RECREATE_SLUG,
+                subject='Recreate a move rolled back while placement is '
+                        'down',
+                body=RECREATE_MESSAGE,
+                trailers=('Related-Bug: #1836369',),
+                recreates=(NOVA_TEST,),
+                needs=()),
+            registry.Change(
+                slug=FIX_SLUG,
+                subject='Correct the allocations of a move that is over '
+                        'periodically',
+                body=FIX_MESSAGE,
+                trailers=('Related-Bug: #1836369',),
+                targets=tuple(target.path for target in TARGETS),
+                nova_tests=(NOVA_TEST,),
+                notes=NOTES,
+                unit_tests=('rt_stale_moves.py',),
+                needs=(RECREATE_SLUG,)),
+        ),
+    ),
+)

@@ -1,0 +1,348 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Drop-in code for nova.compute.resource_tracker (stale moves).
+
+The resource tracker's periodic finds the allocations a move left behind
+when it ended without giving them back (its rollback could not reach
+placement, or the process running it died), and corrects them when it
+has positive evidence of where the server's guest runs; otherwise it
+warns, as nova does.
+"""
+
+from keystoneauth1 import exceptions as ks_exc
+from oslo_log import log as logging
+
+from nova.compute import utils as compute_utils
+from nova.compute import vm_states
+from nova import exception
+from nova import objects
+
+LOG = logging.getLogger(__name__)
+
+#: The statuses of a migration whose move is over (nova's
+#: migration_get_in_progress_by_host_and_node leaves them out).
+ENDED_MIGRATION_STATUSES = ('confirmed', 'reverted', 'error', 'failed',
+                            'completed', 'cancelled', 'done')
+
+
+def _remove_deleted_instances_allocations(self, context, cn,
+                                          migrations, instance_by_uuid):
+    """Replaces ResourceTracker._remove_deleted_instances_allocations
+    (stale moves).
+
+    Remove (and, for a move that is over, correct) the allocations
+    against this compute node that no instance or move on it accounts
+    for.
+
+    Besides nova's cases (a deleted instance's allocations are removed),
+    two are corrected when a move ended without giving its allocations
+    back (_correct_ended_move, _correct_moved_instance): a migration
+    consumer of a move that is over still holding this node, and an
+    instance consumer holding this node while the instance lives on
+    another host. Each makes placement requests only for such a consumer:
+    when nothing is wrong, the periodic makes the one request nova makes.
+    """
+    migration_uuids = [migration.uuid for migration in migrations
+                       if 'uuid' in migration]
+    # NOTE(jaypipes): All of this code sucks. It's basically dealing with
+    # all the corner cases in move, local delete, unshelve and rebuild
+    # operations for when allocations should be deleted when things didn't
+    # happen according to the normal flow of events where the scheduler
+    # always creates allocations for an instance
+    try:
+        # pai: report.ProviderAllocInfo namedtuple
+        pai = self.reportclient.get_allocations_for_resource_provider(
+            context, cn.uuid)
+    except (exception.ResourceProviderAllocationRetrievalFailed,
+            ks_exc.ClientException) as e:
+        LOG.error("Skipping removal of allocations for deleted instances: "
+                  "%s", e)
+        return
+    allocations = pai.allocations
+    if not allocations:
+        # The main loop below would short-circuit anyway, but this saves us
+        # the (potentially expensive) context.elevated construction below.
+        return
+    read_deleted_context = context.elevated(read_deleted='yes')
+    for consumer_uuid, alloc in allocations.items():
+        if consumer_uuid in self.tracked_instances:
+            LOG.debug("Instance %s actively managed on this compute host "
+                      "and has allocations in placement: %s.",
+                      consumer_uuid, alloc)
+            continue
+        if consumer_uuid in migration_uuids:
+            migration = next(m for m in migrations
+                             if 'uuid' in m and m.uuid == consumer_uuid)
+            if ('status' in migration and
+                    migration.status in ENDED_MIGRATION_STATUSES):
+                # NOTE(stale moves): a move that ended in error and did
+                # not give its allocations back.
+                self._correct_ended_move(context, cn, migration,
+                                         migrations, alloc)
+                continue
+            LOG.debug("Migration %s is active on this compute host "
+                      "and has allocations in placement: %s.",
+                      consumer_uuid, alloc)
+            continue
+
+        # We know these are instances now, so proceed
+        instance_uuid = consumer_uuid
+        instance = instance_by_uuid.get(instance_uuid)
+        # NOTE(stale moves): read after the allocations, so that an
+        # operation that claimed them is seen.
+        fresh = not instance
+        if not instance:
+            try:
+                instance = objects.Instance.get_by_uuid(
+                    read_deleted_context, consumer_uuid,
+                    expected_attrs=[])
+            except exception.InstanceNotFound:
+                # NOTE(stale moves): or the migration of a move that is
+                # over on another host, which the periodic did not load.
+                migration = self._ended_migration(context, consumer_uuid)
+                if migration is not None:
+                    self._correct_ended_move(context, cn, migration,
+                                             migrations, alloc)
+                    continue
+                # The instance isn't even in the database. Either the
+                # scheduler _just_ created an allocation for it and we're
+                # racing with the creation in the cell database, or the
+                #  instance was deleted and fully archived before we got a
+                # chance to run this. The former is far more likely than
+                # the latter. Avoid deleting allocations for a building
+                # instance here.
+                LOG.info("Instance %(uuid)s has allocations against this "
+                         "compute host but is not found in the database.",
+                         {'uuid': instance_uuid},
+                         exc_info=False)
+                continue
+
+        # NOTE(mriedem): A cross-cell migration will work with instance
+        # records across two cells once the migration is confirmed/reverted
+        # one of them will be deleted but the instance still exists in the
+        # other cell. Before the instance is destroyed from the old cell
+        # though it is marked hidden=True so if we find a deleted hidden
+        # instance with allocations against this compute node we just
+        # ignore it since the migration operation will handle cleaning up
+        # those allocations.
+        if instance.deleted and not instance.hidden:
+            # The instance is gone, so we definitely want to remove
+            # allocations associated with it.
+            LOG.debug("Instance %s has been deleted (perhaps locally). "
+                      "Deleting allocations that remained for this "
+                      "instance against this compute host: %s.",
+                      instance_uuid, alloc)
+            # We don't force delete the allocation in this case because if
+            # there is a conflict we'll retry on the next
+            # update_available_resource periodic run.
+            self.reportclient.delete_allocation_for_instance(context,
+                                                             instance_uuid,
+                                                             force=False)
+            continue
+        if not instance.host:
+            # Allocations related to instances being scheduled should not
+            # be deleted if we already wrote the allocation previously.
+            LOG.debug("Instance %s has been scheduled to this compute "
+                      "host, the scheduler has made an allocation "
+                      "against this compute node but the instance has "
+                      "yet to start. Skipping heal of allocation: %s.",
+                      instance_uuid, alloc)
+            continue
+        if (instance.host == cn.host and
+                instance.node == cn.hypervisor_hostname):
+            # The instance is supposed to be on this compute host but is
+            # not in the list of actively managed instances. This could be
+            # because we are racing with an instance_claim call during
+            # initial build or unshelve where the instance host/node is set
+            # before the instance is added to tracked_instances. If the
+            # task_state is set, then consider things in motion and log at
+            # debug level instead of warning.
+            if instance.task_state:
+                LOG.debug('Instance with task_state "%s" is not being '
+                          'actively managed by this compute host but has '
+                          'allocations referencing this compute node '
+                          '(%s): %s. Skipping heal of allocations during '
+                          'the task state transition.',
+                          instance.task_state, cn.uuid, alloc,
+                          instance=instance)
+            else:
+                LOG.warning("Instance %s is not being actively managed by "
+                            "this compute host but has allocations "
+                            "referencing this compute host: %s. Skipping "
+                            "heal of allocation because we do not know "
+                            "what to do.", instance_uuid, alloc)
+            continue
+        if instance.host != cn.host:
+            # NOTE(stale moves): the instance moved to another host, or a
+            # move to this one ended without giving back its claim here.
+            # With positive evidence that nothing here is the server's
+            # any more, this node is removed from its allocations;
+            # otherwise nova's warning.
+            self._correct_moved_instance(context, cn, instance, fresh,
+                                         migrations, alloc)
+
+
+def _ended_migration(self, context, consumer_uuid):
+    """Added to ResourceTracker (stale moves).
+
+    The migration ``consumer_uuid`` names, if it is one whose move is
+    over; None otherwise (not a migration, or one in progress). Only
+    asked for a consumer that is not an instance of this cell: one
+    database query, made only when something holds this node that
+    nothing here accounts for.
+    """
+    try:
+        migration = objects.Migration.get_by_uuid(context, consumer_uuid)
+    except exception.MigrationNotFound:
+        return None
+    if migration.status not in ENDED_MIGRATION_STATUSES:
+        return None
+    return migration
+
+
+def _settled_instance(self, context, instance_uuid, migrations,
+                      instance=None):
+    """Added to ResourceTracker (stale moves).
+
+    The instance (``instance``, or read from the database: it must have
+    been read after the allocations were), if nothing is moving or
+    changing it: no task state, not waiting for a resize to be
+    confirmed, and no migration of it in progress on this node; or
+    deleted (and not a cross-cell move's hidden copy). None otherwise,
+    with the reason logged at debug level.
+    """
+    try:
+        instance = instance or objects.Instance.get_by_uuid(
+            context.elevated(read_deleted='yes'), instance_uuid,
+            expected_attrs=[])
+    except exception.InstanceNotFound:
+        LOG.debug('Instance %s of a stale allocation is not in this cell.',
+                  instance_uuid)
+        return None
+    if instance.deleted:
+        return None if instance.hidden else instance
+    moving = [m.uuid for m in migrations
+              if m.instance_uuid == instance_uuid and
+              m.status not in ENDED_MIGRATION_STATUSES]
+    if (instance.hidden or instance.task_state or moving or
+            instance.vm_state == vm_states.RESIZED):
+        LOG.debug('Instance %s is in motion (task state %s, vm state '
+                  '%s, migrations in progress %s): its '
+                  'allocations are left to the operation in progress.',
+                  instance_uuid, instance.task_state, instance.vm_state,
+                  moving)
+        return None
+    return instance
+
+
+def _correct_ended_move(self, context, cn, migration, migrations, alloc):
+    """Added to ResourceTracker (stale moves).
+
+    A migration consumer holds this node though its move is over: the
+    move ended (rolled back, failed, cancelled, reverted) without giving
+    its allocations back, because placement could not be reached then
+    or the service running it stopped. Placement keeps them for as long
+    as the server lives.
+
+    When the server is deleted they are removed. When it is settled (see
+    _settled_instance) and its guest runs on this node (the instance's
+    host and node are this one's and the driver has the guest) they are
+    moved to the instance consumer, replacing what it holds (a claim on
+    the destination, or nothing): the server then holds its flavor where
+    its guest runs. When its guest is elsewhere (the instance on another
+    host, the driver without it), this node is removed from the
+    migration's allocations. The writes name the consumer generations
+    read, so that an operation that started meanwhile makes placement
+    refuse them; the next run looks again. Otherwise they are left, and
+    a warning says so.
+    """
+    instance = self._settled_instance(context, migration.instance_uuid,
+                                      migrations)
+    if instance is None:
+        return
+    if instance.deleted:
+        LOG.debug('Migration %s of deleted instance %s still holds this '
+                  'compute node; deleting its allocations: %s.',
+                  migration.uuid, instance.uuid, alloc)
+        self.reportclient.delete_allocation_for_instance(
+            context, migration.uuid, consumer_type='migration',
+            force=False)
+        return
+    here = (instance.host == cn.host and
+            instance.node == cn.hypervisor_hostname)
+    guest = self.driver.instance_exists(instance)
+    try:
+        if here and guest:
+            LOG.warning('Migration %s (%s) still holds this compute node '
+                        'for its instance, whose guest runs here: moving '
+                        'its allocations to the instance: %s.',
+                        migration.uuid, migration.status, alloc,
+                        instance=instance)
+            self.reportclient.move_allocations(context, migration.uuid,
+                                               instance.uuid)
+            compute_utils.delete_allocations_if_deleted(
+                context, self.reportclient, instance.uuid,
+                migration_uuid=migration.uuid)
+            return
+        if not here and not guest:
+            LOG.warning('Migration %s (%s) still holds this compute node, '
+                        'where its instance is not: removing this node '
+                        'from its allocations: %s.', migration.uuid,
+                        migration.status, alloc, instance=instance)
+            client = self.reportclient
+            client.remove_provider_tree_from_instance_allocation(
+                context, migration.uuid, cn.uuid)
+            return
+    except exception.AllocationMoveFailed as e:
+        LOG.info('The allocations of migration %s changed meanwhile; the '
+                 'next periodic run looks again: %s', migration.uuid, e,
+                 instance=instance)
+        return
+    LOG.warning('Migration %s (%s) still holds this compute node, but its '
+                'instance is on %s (%s) and its guest is %s here: its '
+                'allocations are left as they are: %s.', migration.uuid,
+                migration.status, instance.host, instance.node,
+                'present' if guest else 'not', alloc, instance=instance)
+
+
+def _correct_moved_instance(self, context, cn, instance, fresh,
+                            migrations, alloc):
+    """Added to ResourceTracker (stale moves).
+
+    The instance consumer holds this node while the instance lives on
+    another host: a move that left this host, or one to this host that
+    was rolled back, did not give this node back. When the instance is
+    settled (see _settled_instance: a resize waiting for its confirm
+    keeps both nodes) and the driver has no guest of it here, this node
+    is removed from its allocations (with the consumer generation read);
+    otherwise nova's warning. Only for an instance read after the
+    allocations (``fresh``): one the periodic loaded before them may have
+    started a move that claimed this node since.
+    """
+    settled = fresh and self._settled_instance(
+        context, instance.uuid, migrations, instance=instance)
+    if (settled and not settled.deleted and
+            settled.host and settled.host != cn.host and
+            not self.driver.instance_exists(settled)):
+        LOG.warning('Instance %s lives on %s (%s) and has no guest here, '
+                    'but still holds this compute node: removing this '
+                    'node from its allocations: %s.', settled.uuid,
+                    settled.host, settled.node, alloc)
+        self.reportclient.remove_provider_tree_from_instance_allocation(
+            context, settled.uuid, cn.uuid)
+        return
+    LOG.warning("Instance %s has been moved to another host "
+                "%s(%s). There are allocations remaining against "
+                "the source host that might need to be removed: "
+                "%s.",
+                instance.uuid, instance.host, instance.node, alloc)

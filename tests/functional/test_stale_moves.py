@@ -1,0 +1,166 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Servers that live through a placement outage in the middle of a move:
+the move fails, and its rollback cannot give the allocations back.
+
+The property (base.NovaFixesTestMixin.assert_survivor): once placement
+is back and every compute has run one pass of its periodics, the server
+holds exactly its flavor on the host where its guest runs and nothing
+anywhere else, no migration of a move that is over holds anything, it
+has no task state, and the quota counts it once in both counting modes.
+Then its delete leaves nothing.
+
+On vanilla nova (checked on 34.0.0) the conductor's or the compute's
+rollback logs that it cannot reach placement and records the migration
+'error': the migration consumer keeps the source's allocations, and the
+instance consumer holds the destination's claim (a failed prep_resize)
+or nothing at all (a failed scheduling), for as long as the server
+lives. The resource tracker's periodic skips the migration ('error' is
+loaded with the moves in progress) and only warns about the instance
+consumer on the destination. The race explorer's survive mode finds the
+same at almost every step of every move (the outage fault).
+"""
+
+from nova.compute import manager as compute_manager
+from nova.scheduler.client import query
+from nova.tests.functional import integrated_helpers
+
+from tests.functional import base
+
+TIMEOUT = 30
+
+
+class _StaleMoveTestBase(base.NovaFixesTestMixin,
+                         integrated_helpers.ProviderUsageBaseTestCase):
+    compute_driver = 'fake.MediumFakeDriver'
+
+    def setUp(self):
+        super(_StaleMoveTestBase, self).setUp()
+        self._start_compute('host1')
+        self._start_compute('host2')
+        self.server = self._create_server(networks='none')
+        self.source = self.server['OS-EXT-SRV-ATTR:host']
+        self.target = 'host2' if self.source == 'host1' else 'host1'
+
+    def placement_down_in(self, cls, method):
+        """Placement becomes unreachable for nova's services when
+        ``cls.method`` is entered, and stays so until the returned event
+        is cleared.
+        """
+        state = {}
+        original = getattr(cls, method)
+
+        def entered(*args, **kwargs):
+            if 'down' not in state:
+                state['down'] = self.placement_down()[1]
+            return original(*args, **kwargs)
+
+        self.stub_out('%s.%s.%s' % (cls.__module__, cls.__name__, method),
+                      entered)
+        return state
+
+    def placement_back(self, state):
+        self.assertIn('down', state, 'the outage never started')
+        state['down'].clear()
+
+    def move_fails(self, action, status):
+        """Run ``action``; once its migration is 'error' and the server
+        has no task state (the rollback is over, placement still down),
+        return the server.
+        """
+        self.api.post_server_action(self.server['id'], action)
+        migration = self._wait_for_migration_status(self.server, ['error'])
+        self.assertEqual(self.source, migration['source_compute'])
+        return self._wait_for_server_parameter(
+            self.server, {'status': status, 'OS-EXT-STS:task_state': None,
+                          'OS-EXT-SRV-ATTR:host': self.source})
+
+    def assert_healed(self, server):
+        # Placement is back: one pass of every compute's periodics puts
+        # the allocations where the guest runs, a second changes nothing.
+        self._run_periodics()
+        self.assert_survivor(server, self.source)
+        self.delete_server_and_wait(server)
+        self.assert_server_left_nothing(server)
+
+
+class RollbackWithoutPlacementTest(_StaleMoveTestBase):
+    """A move whose rollback runs while placement is unreachable."""
+
+    def test_live_migration_scheduling_fails(self):
+        # The conductor moved the source's allocations to the migration;
+        # placement goes down as it asks the scheduler for a host, which
+        # then finds none, and the rollback cannot move them back. The
+        # instance holds nothing.
+        state = self.placement_down_in(query.SchedulerQueryClient,
+                                       'select_destinations')
+        server = self.move_fails(
+            {'os-migrateLive': {'host': None, 'block_migration': 'auto'}},
+            'ACTIVE')
+        self.placement_back(state)
+        self.assert_healed(server)
+
+    def test_cold_migration_scheduling_fails(self):
+        state = self.placement_down_in(query.SchedulerQueryClient,
+                                       'select_destinations')
+        server = self.move_fails({'migrate': None}, 'ACTIVE')
+        self.placement_back(state)
+        self.assert_healed(server)
+
+    def test_cold_migration_prep_resize_fails(self):
+        # The destination's prep_resize cannot claim: the server goes to
+        # ERROR on the source; the instance consumer keeps the
+        # destination's claim, the migration the source's allocations.
+        state = self.placement_down_in(compute_manager.ComputeManager,
+                                       '_prep_resize')
+        server = self.move_fails({'migrate': None}, 'ERROR')
+        self.placement_back(state)
+        self.assert_healed(server)
+
+
+class StaleMoveNoRegressionTest(_StaleMoveTestBase):
+    """No regression: the periodics change nothing for a resize waiting
+    for its confirm (the instance holds the destination, the migration
+    the source, as nova defines it), nor for a move that nova's own
+    rollback completed.
+    """
+
+    recreates = False
+
+    def test_verify_resize_left_as_it_is(self):
+        server = self._migrate_server(self.server)
+        before = self._all_allocations()
+        self._run_periodics()
+        self.assertEqual(before, self._all_allocations())
+        server = self._confirm_resize(server)
+        self._run_periodics()
+        self.assert_survivor(server, self.target)
+
+    def test_rolled_back_move_left_as_it_is(self):
+        # prep_resize fails with placement up: nova's rollback gives the
+        # allocations back itself.
+        original = compute_manager.ComputeManager._prep_resize
+
+        def fails(*args, **kwargs):
+            raise Exception('the destination fails its prep_resize')
+
+        self.stub_out('nova.compute.manager.ComputeManager._prep_resize',
+                      fails)
+        self.api.post_server_action(self.server['id'], {'migrate': None})
+        self._wait_for_migration_status(self.server, ['error'])
+        self.stub_out('nova.compute.manager.ComputeManager._prep_resize',
+                      original)
+        server = self._wait_for_server_parameter(
+            self.server, {'OS-EXT-STS:task_state': None,
+                          'OS-EXT-SRV-ATTR:host': self.source})
+        self.assert_survivor(server, self.source)

@@ -1,0 +1,118 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+import threading
+
+from keystoneauth1 import exceptions as ks_exc
+
+from nova.compute import manager as compute_manager
+from nova import context
+from nova import objects
+from nova.scheduler.client import query
+from nova.scheduler.client import report
+from nova.tests.functional import integrated_helpers
+
+
+class TestMoveRolledBackWithoutPlacement(
+        integrated_helpers.ProviderUsageBaseTestCase):
+    """A move that fails while placement is unreachable: its rollback
+    cannot give the allocations back. Once placement answers again, the
+    resource trackers' periodics must leave the server holding exactly
+    its flavor on the source, where its guest runs, and nothing else.
+    """
+    compute_driver = 'fake.MediumFakeDriver'
+
+    def setUp(self):
+        super().setUp()
+        self._start_compute('host1')
+        self._start_compute('host2')
+
+    def _placement_down_in(self, cls, method):
+        """Placement stops answering nova's services when ``cls.method``
+        is entered; clear the returned event to bring it back.
+        """
+        state = {}
+        original = getattr(cls, method)
+
+        def entered(*args, **kwargs):
+            if 'down' not in state:
+                state['down'] = self._placement_down()
+            return original(*args, **kwargs)
+
+        self.stub_out('%s.%s.%s' % (cls.__module__, cls.__name__, method),
+                      entered)
+        return state
+
+    def _placement_down(self):
+        down = threading.Event()
+        down.set()
+        self.addCleanup(down.clear)
+        for name in ('get', 'post', 'put', 'delete'):
+            original = getattr(report.SchedulerReportClient, name)
+
+            def call(client, url, *args, _original=original, **kwargs):
+                if down.is_set():
+                    raise ks_exc.ConnectFailure('placement is down')
+                return _original(client, url, *args, **kwargs)
+
+            self.stub_out('nova.scheduler.client.report.'
+                          'SchedulerReportClient.%s' % name, call)
+        return down
+
+    def _fail_move(self, action, status, cls, method):
+        server = self._create_server(networks='none')
+        source = server['OS-EXT-SRV-ATTR:host']
+        target = 'host2' if source == 'host1' else 'host1'
+        state = self._placement_down_in(cls, method)
+        self.api.post_server_action(server['id'], action)
+        self._wait_for_migration_status(server, ['error'])
+        server = self._wait_for_server_parameter(
+            server, {'status': status, 'OS-EXT-STS:task_state': None,
+                     'OS-EXT-SRV-ATTR:host': source})
+        state['down'].clear()
+        self._run_periodics()
+        return server, source, target
+
+    def _assert_held_where_the_guest_runs(self, server, source, target):
+        source_rp = self._get_provider_uuid_by_host(source)
+        target_rp = self._get_provider_uuid_by_host(target)
+        migration = objects.MigrationList.get_by_filters(
+            context.get_admin_context(), {'instance_uuid': server['id']})[0]
+        # recreate: begin
+        # FIXME: The migration of the failed move keeps the source's
+        # allocations for as long as the server lives; the resource
+        # tracker only warns.
+        self.assertFlavorMatchesAllocation(
+            server['flavor'], migration.uuid, source_rp)
+        # recreate: else
+        self.assertFlavorMatchesAllocation(
+            server['flavor'], server['id'], source_rp)
+        self.assertEqual({}, self._get_allocations_by_server_uuid(
+            migration.uuid))
+        self.assertEqual({}, self._get_allocations_by_provider_uuid(
+            target_rp))
+        self._delete_server(server)
+        for rp in (source_rp, target_rp):
+            self.assertEqual({}, self._get_allocations_by_provider_uuid(rp))
+        # recreate: end
+
+    def test_live_migration_scheduling_fails(self):
+        server, source, target = self._fail_move(
+            {'os-migrateLive': {'host': None, 'block_migration': 'auto'}},
+            'ACTIVE', query.SchedulerQueryClient, 'select_destinations')
+        self._assert_held_where_the_guest_runs(server, source, target)
+
+    def test_cold_migration_prep_resize_fails(self):
+        server, source, target = self._fail_move(
+            {'migrate': None}, 'ERROR', compute_manager.ComputeManager,
+            '_prep_resize')
+        self._assert_held_where_the_guest_runs(server, source, target)

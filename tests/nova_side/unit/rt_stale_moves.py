@@ -1,0 +1,217 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+from unittest import mock
+
+from oslo_utils.fixture import uuidsentinel as uuids
+
+from nova.compute import task_states
+from nova.compute import utils as compute_utils
+from nova.compute import vm_states
+from nova import exception as exc
+from nova import objects
+from nova.scheduler.client import report
+
+
+class TestStaleMoveAllocations(BaseTestCase):
+    """Tests for ResourceTracker._remove_deleted_instances_allocations
+    correcting the allocations of a move that is over.
+    """
+
+    ALLOC = {'resources': {'VCPU': 1, 'MEMORY_MB': 512}}
+
+    def setUp(self):
+        super(TestStaleMoveAllocations, self).setUp()
+        self._setup_rt()
+        self.cn = _COMPUTE_NODE_FIXTURES[0].obj_clone()
+        self.rt.compute_nodes[_NODENAME] = self.cn
+        self.rc = self.rt.reportclient
+        self.ctx = mock.MagicMock()
+        self.instance = objects.Instance(
+            uuid=uuids.instance, host=_HOSTNAME, node=_NODENAME,
+            vm_state=vm_states.ACTIVE, task_state=None, deleted=False,
+            hidden=False)
+        self.migration = objects.Migration(
+            uuid=uuids.migration, instance_uuid=uuids.instance,
+            status='error', source_compute=_HOSTNAME,
+            source_node=_NODENAME, dest_compute='dest-host',
+            dest_node='dest-node')
+        self.driver_mock.instance_exists.return_value = True
+        p = mock.patch('nova.objects.Instance.get_by_uuid',
+                       return_value=self.instance)
+        self.get_instance = p.start()
+        self.addCleanup(p.stop)
+
+    def _held(self, *consumers):
+        self.rc.get_allocations_for_resource_provider.return_value = (
+            report.ProviderAllocInfo(
+                allocations={c: self.ALLOC for c in consumers}))
+
+    def _run(self, migrations=None, instance_by_uuid=None):
+        self.rt._remove_deleted_instances_allocations(
+            self.ctx, self.cn,
+            [self.migration] if migrations is None else migrations,
+            instance_by_uuid or {})
+
+    @mock.patch.object(compute_utils, 'delete_allocations_if_deleted')
+    def test_error_migration_moved_to_instance_running_here(
+            self, if_deleted):
+        self._held(uuids.migration)
+        self._run()
+        self.rc.move_allocations.assert_called_once_with(
+            self.ctx, uuids.migration, uuids.instance)
+        if_deleted.assert_called_once_with(
+            self.ctx, self.rc, uuids.instance,
+            migration_uuid=uuids.migration)
+        self.driver_mock.instance_exists.assert_called_once_with(
+            self.instance)
+        self.rc.remove_provider_tree_from_instance_allocation.\
+            assert_not_called()
+
+    def test_error_migration_of_instance_elsewhere_leaves_this_node(self):
+        self.instance.host = 'dest-host'
+        self.instance.node = 'dest-node'
+        self.driver_mock.instance_exists.return_value = False
+        self._held(uuids.migration)
+        self._run()
+        self.rc.remove_provider_tree_from_instance_allocation.\
+            assert_called_once_with(self.ctx, uuids.migration,
+                                    self.cn.uuid)
+        self.rc.move_allocations.assert_not_called()
+
+    @mock.patch('nova.compute.resource_tracker.LOG.warning')
+    def test_no_evidence_left_with_a_warning(self, warn):
+        # The instance is recorded here but the driver has no guest.
+        self.driver_mock.instance_exists.return_value = False
+        self._held(uuids.migration)
+        self._run()
+        self.rc.move_allocations.assert_not_called()
+        self.rc.remove_provider_tree_from_instance_allocation.\
+            assert_not_called()
+        self.assertIn('its allocations are left as they are',
+                      warn.call_args[0][0])
+
+    def test_error_migration_of_deleted_instance_removed(self):
+        self.instance.deleted = True
+        self._held(uuids.migration)
+        self._run()
+        self.rc.delete_allocation_for_instance.assert_called_once_with(
+            self.ctx, uuids.migration, consumer_type='migration',
+            force=False)
+        self.rc.move_allocations.assert_not_called()
+
+    def test_instance_in_motion_left_alone(self):
+        for field, value in (('task_state', task_states.MIGRATING),
+                             ('vm_state', vm_states.RESIZED),
+                             ('hidden', True)):
+            instance = self.instance.obj_clone()
+            setattr(instance, field, value)
+            self.get_instance.return_value = instance
+            self._held(uuids.migration)
+            self._run()
+        self.rc.move_allocations.assert_not_called()
+        self.rc.remove_provider_tree_from_instance_allocation.\
+            assert_not_called()
+        self.rc.delete_allocation_for_instance.assert_not_called()
+
+    def test_other_move_in_progress_left_alone(self):
+        moving = objects.Migration(
+            uuid=uuids.other, instance_uuid=uuids.instance,
+            status='pre-migrating')
+        self._held(uuids.migration)
+        self._run(migrations=[self.migration, moving])
+        self.rc.move_allocations.assert_not_called()
+
+    def test_migration_in_progress_left_alone(self):
+        self.migration.status = 'post-migrating'
+        self._held(uuids.migration)
+        self._run()
+        self.get_instance.assert_not_called()
+        self.rc.move_allocations.assert_not_called()
+
+    def test_move_refused_is_left_for_the_next_run(self):
+        self.rc.move_allocations.side_effect = exc.AllocationMoveFailed(
+            error='consumer generation conflict')
+        self._held(uuids.migration)
+        self._run()
+        self.rc.move_allocations.assert_called_once_with(
+            self.ctx, uuids.migration, uuids.instance)
+
+    @mock.patch('nova.objects.Migration.get_by_uuid')
+    def test_ended_migration_not_loaded_is_looked_up(self, get_migration):
+        # A cancelled live migration: the periodic loads only the
+        # migrations in progress and in error.
+        self.migration.status = 'cancelled'
+        get_migration.return_value = self.migration
+        self.get_instance.side_effect = [
+            exc.InstanceNotFound(instance_id=uuids.migration),
+            self.instance]
+        self._held(uuids.migration)
+        self._run(migrations=[])
+        get_migration.assert_called_once_with(self.ctx, uuids.migration)
+        self.rc.move_allocations.assert_called_once_with(
+            self.ctx, uuids.migration, uuids.instance)
+
+    @mock.patch('nova.objects.Migration.get_by_uuid')
+    def test_unknown_consumer_left_alone(self, get_migration):
+        get_migration.side_effect = exc.MigrationNotFound(
+            migration_id=uuids.unknown)
+        self.get_instance.side_effect = exc.InstanceNotFound(
+            instance_id=uuids.unknown)
+        self._held(uuids.unknown)
+        self._run(migrations=[])
+        self.rc.move_allocations.assert_not_called()
+        self.rc.delete_allocation_for_instance.assert_not_called()
+
+    def test_instance_elsewhere_without_guest_leaves_this_node(self):
+        self.instance.host = 'dest-host'
+        self.instance.node = 'dest-node'
+        self.driver_mock.instance_exists.return_value = False
+        self._held(uuids.instance)
+        self._run(migrations=[])
+        self.rc.remove_provider_tree_from_instance_allocation.\
+            assert_called_once_with(self.ctx, uuids.instance,
+                                    self.cn.uuid)
+
+    @mock.patch('nova.compute.resource_tracker.LOG.warning')
+    def test_instance_elsewhere_with_guest_here_warned(self, warn):
+        self.instance.host = 'dest-host'
+        self._held(uuids.instance)
+        self._run(migrations=[])
+        self.rc.remove_provider_tree_from_instance_allocation.\
+            assert_not_called()
+        self.assertIn('has been moved to another host', warn.call_args[0][0])
+
+    def test_instance_loaded_before_the_allocations_not_corrected(self):
+        # The periodic loaded it before it read the allocations: a move
+        # may have claimed this node since. It is looked at next time.
+        self.instance.host = 'dest-host'
+        self.driver_mock.instance_exists.return_value = False
+        self._held(uuids.instance)
+        self._run(migrations=[],
+                  instance_by_uuid={uuids.instance: self.instance})
+        self.get_instance.assert_not_called()
+        self.rc.remove_provider_tree_from_instance_allocation.\
+            assert_not_called()
+
+    def test_nothing_wrong_costs_nothing(self):
+        # A tracked instance and a migration in progress: no lookup, no
+        # driver call, no placement request but nova's one read.
+        self.rt.tracked_instances = set([uuids.instance])
+        self.migration.status = 'finished'
+        self._held(uuids.instance, uuids.migration)
+        self._run()
+        self.get_instance.assert_not_called()
+        self.driver_mock.instance_exists.assert_not_called()
+        self.assertEqual(
+            [mock.call.get_allocations_for_resource_provider(
+                self.ctx, self.cn.uuid)], self.rc.mock_calls)
