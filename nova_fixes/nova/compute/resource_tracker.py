@@ -37,8 +37,7 @@ ENDED_MIGRATION_STATUSES = ('confirmed', 'reverted', 'error', 'failed',
 
 def _remove_deleted_instances_allocations(self, context, cn,
                                           migrations, instance_by_uuid):
-    """Replaces ResourceTracker._remove_deleted_instances_allocations
-    (stale moves).
+    """Replaces ResourceTracker._remove_deleted_instances_allocations.
 
     Remove (and, for a move that is over, correct) the allocations
     against this compute node that no instance or move on it accounts

@@ -22,7 +22,7 @@ from nova import objects
 from nova.scheduler.client import report
 
 
-class TestStaleMoveAllocations(BaseTestCase):
+class TestStaleMoveAllocations(BaseTestCase):  # noqa: F821
     """Tests for ResourceTracker._remove_deleted_instances_allocations
     correcting the allocations of a move that is over.
     """
@@ -32,18 +32,19 @@ class TestStaleMoveAllocations(BaseTestCase):
     def setUp(self):
         super(TestStaleMoveAllocations, self).setUp()
         self._setup_rt()
-        self.cn = _COMPUTE_NODE_FIXTURES[0].obj_clone()
-        self.rt.compute_nodes[_NODENAME] = self.cn
+        self.cn = _COMPUTE_NODE_FIXTURES[0].obj_clone()  # noqa: F821
+        host, node = self.cn.host, self.cn.hypervisor_hostname
+        self.rt.compute_nodes[node] = self.cn
         self.rc = self.rt.reportclient
         self.ctx = mock.MagicMock()
         self.instance = objects.Instance(
-            uuid=uuids.instance, host=_HOSTNAME, node=_NODENAME,
+            uuid=uuids.instance, host=host, node=node,
             vm_state=vm_states.ACTIVE, task_state=None, deleted=False,
             hidden=False)
         self.migration = objects.Migration(
             uuid=uuids.migration, instance_uuid=uuids.instance,
-            status='error', source_compute=_HOSTNAME,
-            source_node=_NODENAME, dest_compute='dest-host',
+            status='error', source_compute=host,
+            source_node=node, dest_compute='dest-host',
             dest_node='dest-node')
         self.driver_mock.instance_exists.return_value = True
         p = mock.patch('nova.objects.Instance.get_by_uuid',
