@@ -19,6 +19,10 @@ names it; it is a neighbour of bug 1836369 (moves interrupted by a
 compute that stopped), found by the race explorer's survive mode.
 """
 
+import ast
+
+from nova_fixes import errors
+from nova_fixes.export import edits
 from nova_fixes import registry
 
 RT = 'nova.compute.resource_tracker:ResourceTracker.'
@@ -45,6 +49,36 @@ TARGETS = (
                     DROPIN + '_correct_moved_instance', new=True,
                     services=('compute',)),
 )
+
+#: nova's unit test of a consumer that is not an instance of this cell
+#: (a build racing with its record, or an archived server): the periodic
+#: now asks whether it is the migration of a move that is over.
+BUILDING_TEST = 'test_remove_deleted_instances_allocations_building_instance'
+
+
+def building_instance_is_no_migration(files):
+    """nova's test of an allocation whose consumer is not found as an
+    instance runs with no database: the periodic now looks the consumer
+    up as a migration too, so the test says it is none either. What it
+    asserts is unchanged: nothing is deleted.
+    """
+    def edit(text):
+        func = edits.function(ast.parse(text), BUILDING_TEST)
+        if func is None or not func.decorator_list:
+            raise errors.ExportError('%s has no %s to update'
+                                     % (RT_UNIT, BUILDING_TEST))
+        lines = text.splitlines(True)
+        at = func.decorator_list[0].lineno
+        indent = ' ' * func.col_offset
+        lines.insert(at - 1, (
+            "%s@mock.patch('nova.objects.Migration.get_by_uuid',\n"
+            "%s            new=mock.Mock(side_effect=exc.MigrationNotFound(\n"
+            "%s                migration_id=uuids.deleted)))\n"
+            % ((indent,) * 3)))
+        return ''.join(lines)
+
+    return edits.edit_python(files, RT_UNIT, edit)
+
 
 RECREATE_MESSAGE = """\
 A cold or live migration whose rollback runs while placement is
@@ -92,7 +126,12 @@ The writes name the consumer generations read, so that an operation
 that starts meanwhile makes placement refuse them and the next run looks
 again. Nothing changes when nothing is wrong: the extra database reads
 and driver calls are made only for a consumer nothing on this node
-accounts for, and no placement request is added."""
+accounts for, and no placement request is added.
+
+nova's test of an allocation whose consumer is not found as an instance
+(test_remove_deleted_instances_allocations_building_instance) runs with
+no database: it now also says the consumer is no migration, since the
+periodic asks; it still asserts that nothing is deleted."""
 
 FIX = registry.Fix(
     bug='stale_moves',
@@ -125,6 +164,7 @@ FIX = registry.Fix(
                 'periodically',
         body=FIX_MESSAGE,
         trailers=('Related-Bug: #1836369',),
+        test_edits=(building_instance_is_no_migration,),
         changes=(
             registry.Change(
                 slug=RECREATE_SLUG,
@@ -143,6 +183,7 @@ FIX = registry.Fix(
                 targets=tuple(target.path for target in TARGETS),
                 nova_tests=(NOVA_TEST,),
                 notes=NOTES,
+                test_edits=('building_instance_is_no_migration',),
                 unit_tests=('rt_stale_moves.py',),
                 needs=(RECREATE_SLUG,)),
         ),

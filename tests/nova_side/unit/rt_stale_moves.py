@@ -141,6 +141,7 @@ class TestStaleMoveAllocations(BaseTestCase):  # noqa: F821
 
     def test_move_refused_is_left_for_the_next_run(self):
         self.rc.move_allocations.side_effect = exc.AllocationMoveFailed(
+            source_consumer=uuids.migration, target_consumer=uuids.instance,
             error='consumer generation conflict')
         self._held(uuids.migration)
         self._run()
