@@ -67,6 +67,10 @@ orphan and what it leaves alone, its options and their safe defaults
 volumes and ports), what a run logs, and how it decides where the
 compute cannot read the API database (the superconductor layout)."""
 
+#: The feature's blueprint (its spec: patches/master/specs/
+#: orphan-instances.rst), which each of its changes implements.
+BLUEPRINT = 'Implements: blueprint orphan-instances-periodic-task'
+
 FIX = registry.Fix(
     bug='orphans',
     title='Guests running on a compute host that nova does not know '
@@ -124,6 +128,7 @@ FIX = registry.Fix(
         slug='Add-a-periodic-task-for-orphan-instances',
         subject='Add a periodic task for orphan instances',
         body=COMMIT_MESSAGE,
+        trailers=(BLUEPRINT,),
         conf_modules=('nova_fixes.nova.conf.orphan_instances',),
         # As nova's reviewers take a new feature: its options, the task
         # with its tests, its documentation (the spec:
@@ -133,11 +138,13 @@ FIX = registry.Fix(
                 slug='Add-the-orphan_instances-configuration-options',
                 subject='Add the [orphan_instances] configuration options',
                 body=OPTIONS_MESSAGE,
+                trailers=(BLUEPRINT,),
                 conf_modules=('nova_fixes.nova.conf.orphan_instances',)),
             registry.Change(
                 slug='Add-a-periodic-task-for-orphan-instances',
                 subject='Add a periodic task for orphan instances',
                 body=COMMIT_MESSAGE,
+                trailers=(BLUEPRINT,),
                 targets=('nova.compute.manager:ComputeManager.'
                          '_cleanup_orphan_instances',),
                 nova_tests=('nova/tests/functional/compute/'
@@ -147,6 +154,7 @@ FIX = registry.Fix(
                 slug='Document-the-orphan-instances-task',
                 subject='Document the orphan instances task',
                 body=NOTE_MESSAGE,
+                trailers=(BLUEPRINT,),
                 notes=('orphan-instances-periodic-task-'
                        '8d41c6f0a97e2b35.yaml',),
                 docs=('doc/source/admin/orphan-instances.rst',)),
