@@ -258,12 +258,14 @@ def _correct_ended_move(self, context, cn, migration, migrations, alloc):
     host and node are this one's and the driver has the guest) they are
     moved to the instance consumer, replacing what it holds (a claim on
     the destination, or nothing): the server then holds its flavor where
-    its guest runs. When its guest is elsewhere (the instance on another
-    host, the driver without it), this node is removed from the
-    migration's allocations. The writes name the consumer generations
-    read, so that an operation that started meanwhile makes placement
-    refuse them; the next run looks again. Otherwise they are left, and
-    a warning says so.
+    its guest runs; but if the instance consumer holds this node already
+    (a resize on the same host), this node is removed from the
+    migration's allocations instead. When its guest is elsewhere (the
+    instance on another host, the driver without it), this node is
+    removed from the migration's allocations. The writes name the
+    consumer generations read, so that an operation that started
+    meanwhile makes placement refuse them; the next run looks again.
+    Otherwise they are left, and a warning says so.
     """
     instance = self._settled_instance(context, migration.instance_uuid,
                                       migrations)
@@ -280,17 +282,33 @@ def _correct_ended_move(self, context, cn, migration, migrations, alloc):
     here = (instance.host == cn.host and
             instance.node == cn.hypervisor_hostname)
     guest = self.driver.instance_exists(instance)
+    client = self.reportclient
     try:
         if here and guest:
+            held = client.get_allocations_for_consumer(context,
+                                                       instance.uuid)
+            if held is None:
+                return
+            if cn.uuid in held:
+                # A resize on this same host: the instance holds this node
+                # already, and the migration's allocations here are extra.
+                LOG.warning('Migration %s (%s) still holds this compute '
+                            'node, which its instance holds too: removing '
+                            'this node from the migration\'s allocations: '
+                            '%s.', migration.uuid, migration.status, alloc,
+                            instance=instance)
+                client.remove_provider_tree_from_instance_allocation(
+                    context, migration.uuid, cn.uuid)
+                return
             LOG.warning('Migration %s (%s) still holds this compute node '
                         'for its instance, whose guest runs here: moving '
                         'its allocations to the instance: %s.',
                         migration.uuid, migration.status, alloc,
                         instance=instance)
-            self.reportclient.move_allocations(context, migration.uuid,
-                                               instance.uuid)
+            client.move_allocations(context, migration.uuid,
+                                    instance.uuid)
             compute_utils.delete_allocations_if_deleted(
-                context, self.reportclient, instance.uuid,
+                context, client, instance.uuid,
                 migration_uuid=migration.uuid)
             return
         if not here and not guest:
@@ -298,7 +316,6 @@ def _correct_ended_move(self, context, cn, migration, migrations, alloc):
                         'where its instance is not: removing this node '
                         'from its allocations: %s.', migration.uuid,
                         migration.status, alloc, instance=instance)
-            client = self.reportclient
             client.remove_provider_tree_from_instance_allocation(
                 context, migration.uuid, cn.uuid)
             return

@@ -47,6 +47,9 @@ class TestStaleMoveAllocations(BaseTestCase):  # noqa: F821
             source_node=node, dest_compute='dest-host',
             dest_node='dest-node')
         self.driver_mock.instance_exists.return_value = True
+        # The instance consumer holds the destination's claim.
+        self.rc.get_allocations_for_consumer.return_value = {
+            uuids.dest_node: self.ALLOC}
         p = mock.patch('nova.objects.Instance.get_by_uuid',
                        return_value=self.instance)
         self.get_instance = p.start()
@@ -75,6 +78,29 @@ class TestStaleMoveAllocations(BaseTestCase):  # noqa: F821
             migration_uuid=uuids.migration)
         self.driver_mock.instance_exists.assert_called_once_with(
             self.instance)
+        self.rc.remove_provider_tree_from_instance_allocation.\
+            assert_not_called()
+
+    def test_same_host_resize_keeps_the_instance_allocations(self):
+        # A resize on this host: the instance holds this node already
+        # (its new flavor); the migration's allocations here go.
+        self.rc.get_allocations_for_consumer.return_value = {
+            self.cn.uuid: self.ALLOC}
+        self._held(uuids.migration, uuids.instance)
+        self.rt.tracked_instances = set([uuids.instance])
+        self._run()
+        self.rc.get_allocations_for_consumer.assert_called_once_with(
+            self.ctx, uuids.instance)
+        self.rc.remove_provider_tree_from_instance_allocation.\
+            assert_called_once_with(self.ctx, uuids.migration,
+                                    self.cn.uuid)
+        self.rc.move_allocations.assert_not_called()
+
+    def test_unreadable_instance_allocations_decide_nothing(self):
+        self.rc.get_allocations_for_consumer.return_value = None
+        self._held(uuids.migration)
+        self._run()
+        self.rc.move_allocations.assert_not_called()
         self.rc.remove_provider_tree_from_instance_allocation.\
             assert_not_called()
 
