@@ -204,6 +204,10 @@ def _ended_migration(self, context, consumer_uuid):
         migration = objects.Migration.get_by_uuid(context, consumer_uuid)
     except exception.MigrationNotFound:
         return None
+    except Exception:
+        LOG.exception('Unable to look consumer %s up as a migration; the '
+                      'next periodic run looks again.', consumer_uuid)
+        return None
     if migration.status not in ENDED_MIGRATION_STATUSES:
         return None
     return migration
@@ -265,33 +269,35 @@ def _correct_ended_move(self, context, cn, migration, migrations, alloc):
     removed from the migration's allocations. The writes name the
     consumer generations read, so that an operation that started
     meanwhile makes placement refuse them; the next run looks again.
-    Otherwise they are left, and a warning says so.
+    Otherwise they are left, and a warning says so. A failure of
+    placement, the database or the driver is logged, and the periodic
+    goes on with the other consumers and its update of the node.
     """
-    instance = self._settled_instance(context, migration.instance_uuid,
-                                      migrations)
-    if instance is None:
-        return
-    if instance.deleted:
-        LOG.debug('Migration %s of deleted instance %s still holds this '
-                  'compute node; deleting its allocations: %s.',
-                  migration.uuid, instance.uuid, alloc)
-        self.reportclient.delete_allocation_for_instance(
-            context, migration.uuid, consumer_type='migration',
-            force=False)
-        return
-    here = (instance.host == cn.host and
-            instance.node == cn.hypervisor_hostname)
-    guest = self.driver.instance_exists(instance)
-    client = self.reportclient
     try:
+        instance = self._settled_instance(context, migration.instance_uuid,
+                                          migrations)
+        if instance is None:
+            return
+        if instance.deleted:
+            LOG.debug('Migration %s of deleted instance %s still holds '
+                      'this compute node; deleting its allocations: %s.',
+                      migration.uuid, instance.uuid, alloc)
+            self.reportclient.delete_allocation_for_instance(
+                context, migration.uuid, consumer_type='migration',
+                force=False)
+            return
+        here = (instance.host == cn.host and
+                instance.node == cn.hypervisor_hostname)
+        guest = self.driver.instance_exists(instance)
+        client = self.reportclient
         if here and guest:
             held = client.get_allocations_for_consumer(context,
                                                        instance.uuid)
             if held is None:
                 return
             if cn.uuid in held:
-                # A resize on this same host: the instance holds this node
-                # already, and the migration's allocations here are extra.
+                # A resize on this same host: the instance holds this
+                # node already; the migration's allocations here are extra.
                 LOG.warning('Migration %s (%s) still holds this compute '
                             'node, which its instance holds too: removing '
                             'this node from the migration\'s allocations: '
@@ -319,16 +325,22 @@ def _correct_ended_move(self, context, cn, migration, migrations, alloc):
             client.remove_provider_tree_from_instance_allocation(
                 context, migration.uuid, cn.uuid)
             return
+        LOG.warning('Migration %s (%s) still holds this compute node, '
+                    'but its instance is on %s (%s) and its guest is %s '
+                    'here: its allocations are left as they are: %s.',
+                    migration.uuid, migration.status, instance.host,
+                    instance.node, 'present' if guest else 'not', alloc,
+                    instance=instance)
     except exception.AllocationMoveFailed as e:
         LOG.info('The allocations of migration %s changed meanwhile; the '
-                 'next periodic run looks again: %s', migration.uuid, e,
-                 instance=instance)
-        return
-    LOG.warning('Migration %s (%s) still holds this compute node, but its '
-                'instance is on %s (%s) and its guest is %s here: its '
-                'allocations are left as they are: %s.', migration.uuid,
-                migration.status, instance.host, instance.node,
-                'present' if guest else 'not', alloc, instance=instance)
+                 'next periodic run looks again: %s', migration.uuid, e)
+    except Exception:
+        # Placement, the database or the driver failing here must not
+        # stop the periodic's update of this node: what was written
+        # stands, and the next run looks again.
+        LOG.exception('Unable to correct the allocations of migration %s '
+                      'on this compute node; the next periodic run looks '
+                      'again.', migration.uuid)
 
 
 def _correct_moved_instance(self, context, cn, instance, fresh,
@@ -343,19 +355,29 @@ def _correct_moved_instance(self, context, cn, instance, fresh,
     is removed from its allocations (with the consumer generation read);
     otherwise nova's warning. Only for an instance read after the
     allocations (``fresh``): one the periodic loaded before them may have
-    started a move that claimed this node since.
+    started a move that claimed this node since. A failure is logged, and
+    the periodic goes on.
     """
-    settled = fresh and self._settled_instance(
-        context, instance.uuid, migrations, instance=instance)
-    if (settled and not settled.deleted and
-            settled.host and settled.host != cn.host and
-            not self.driver.instance_exists(settled)):
-        LOG.warning('Instance %s lives on %s (%s) and has no guest here, '
-                    'but still holds this compute node: removing this '
-                    'node from its allocations: %s.', settled.uuid,
-                    settled.host, settled.node, alloc)
-        self.reportclient.remove_provider_tree_from_instance_allocation(
-            context, settled.uuid, cn.uuid)
+    try:
+        settled = fresh and self._settled_instance(
+            context, instance.uuid, migrations, instance=instance)
+        if (settled and not settled.deleted and
+                settled.host and settled.host != cn.host and
+                not self.driver.instance_exists(settled)):
+            LOG.warning('Instance %s lives on %s (%s) and has no guest '
+                        'here, but still holds this compute node: '
+                        'removing this node from its allocations: %s.',
+                        settled.uuid, settled.host, settled.node, alloc)
+            client = self.reportclient
+            client.remove_provider_tree_from_instance_allocation(
+                context, settled.uuid, cn.uuid)
+            return
+    except Exception:
+        # As in _correct_ended_move: the periodic goes on, and its next
+        # run looks again.
+        LOG.exception('Unable to correct the allocations of instance %s '
+                      'on this compute node; the next periodic run looks '
+                      'again.', instance.uuid)
         return
     LOG.warning("Instance %s has been moved to another host "
                 "%s(%s). There are allocations remaining against "

@@ -12,6 +12,7 @@
 
 from unittest import mock
 
+from keystoneauth1 import exceptions as ks_exc
 from oslo_utils.fixture import uuidsentinel as uuids
 
 from nova.compute import task_states
@@ -230,6 +231,52 @@ class TestStaleMoveAllocations(BaseTestCase):  # noqa: F821
         self.get_instance.assert_not_called()
         self.rc.remove_provider_tree_from_instance_allocation.\
             assert_not_called()
+
+    @mock.patch('nova.compute.resource_tracker.LOG.exception')
+    def test_placement_failure_does_not_stop_the_periodic(self, logged):
+        # The correction of the first consumer fails on placement; the
+        # second is still looked at, and nothing is raised.
+        self.instance.host = 'dest-host'
+        self.instance.node = 'dest-node'
+        self.driver_mock.instance_exists.return_value = False
+        remove = self.rc.remove_provider_tree_from_instance_allocation
+        remove.side_effect = [ks_exc.ConnectFailure('placement is down'),
+                              True]
+        other = objects.Migration(
+            uuid=uuids.other, instance_uuid=uuids.instance,
+            status='error')
+        self._held(uuids.migration, uuids.other)
+        self._run(migrations=[self.migration, other])
+        self.assertEqual(
+            [mock.call(self.ctx, uuids.migration, self.cn.uuid),
+             mock.call(self.ctx, uuids.other, self.cn.uuid)],
+            remove.call_args_list)
+        logged.assert_called_once()
+
+    @mock.patch('nova.compute.resource_tracker.LOG.exception')
+    def test_database_failure_decides_nothing(self, logged):
+        # Reading the migration's instance fails: nothing is decided, and
+        # the periodic goes on.
+        self.get_instance.side_effect = Exception('database unreachable')
+        self._held(uuids.migration)
+        self._run()
+        self.rc.move_allocations.assert_not_called()
+        self.rc.remove_provider_tree_from_instance_allocation.\
+            assert_not_called()
+        logged.assert_called_once()
+
+    @mock.patch('nova.compute.resource_tracker.LOG.exception')
+    @mock.patch('nova.objects.Migration.get_by_uuid')
+    def test_migration_lookup_failure_decides_nothing(self, get_migration,
+                                                      logged):
+        get_migration.side_effect = Exception('database unreachable')
+        self.get_instance.side_effect = exc.InstanceNotFound(
+            instance_id=uuids.migration)
+        self._held(uuids.migration)
+        self._run(migrations=[])
+        self.rc.move_allocations.assert_not_called()
+        self.rc.delete_allocation_for_instance.assert_not_called()
+        logged.assert_called_once()
 
     def test_nothing_wrong_costs_nothing(self):
         # A tracked instance and a migration in progress: no lookup, no
