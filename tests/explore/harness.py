@@ -438,20 +438,8 @@ class ExploreCase(base.NovaFixesTestMixin,
         """
         tracker = self.tracker
         tracker.arm(target=step)
-        self._drive(OP_TIMEOUT, wait=False)
-        reached = tracker.wake.wait(OP_TIMEOUT)
-        if not tracker.reached.is_set():
-            self._outcome_.error(
-                'step not reached: the operation %s without it' % (
-                    'ended (%s)' % self._driver_error[0]
-                    if self._driver_error else 'ended'
-                    if reached else 'timed out'))
+        if not self._drive_to_held_step():
             return False
-        if tracker.hold_error:
-            self._outcome_.error(tracker.hold_error)
-            tracker.release.set()
-            return False
-        self._outcome_.held_owner = tracker.held_owner
         restart = self._restarter(step, tracker.held_owner)
         tracker.kill = True
         tracker.release.set()
@@ -512,20 +500,8 @@ class ExploreCase(base.NovaFixesTestMixin,
         if variant == 'outage':
             _, self._outage = self.placement_down()
             self._outage.clear()
-        self._drive(OP_TIMEOUT, wait=False)
-        reached = tracker.wake.wait(OP_TIMEOUT)
-        if not tracker.reached.is_set():
-            self._outcome_.error(
-                'step not reached: the operation %s without it' % (
-                    'ended (%s)' % self._driver_error[0]
-                    if self._driver_error else 'ended'
-                    if reached else 'timed out'))
+        if not self._drive_to_held_step():
             return False
-        if tracker.hold_error:
-            self._outcome_.error(tracker.hold_error)
-            tracker.release.set()
-            return False
-        self._outcome_.held_owner = tracker.held_owner
         self._down_host = None
         if variant == 'down':
             if not self.servers_known.wait(DELETE_TIMEOUT):
@@ -616,12 +592,15 @@ class ExploreCase(base.NovaFixesTestMixin,
                 return 'the operation did not finish within %ss' % timeout
             return self._driver_error[0] if self._driver_error else None
 
-    def _inject(self, variant):
-        down = variant == 'down'
+    def _drive_to_held_step(self):
+        """Start the operation (the tracker armed at its step) and wait
+        until the step is held: whichever comes first, the step is reached
+        or the operation ends without reaching it.
+
+        :returns: whether the step is held (otherwise the outcome says why)
+        """
         tracker = self.tracker
         self._drive(OP_TIMEOUT, wait=False)
-        # Whichever comes first: the step is reached, or the operation
-        # ends without reaching it.
         reached = tracker.wake.wait(OP_TIMEOUT)
         if not tracker.reached.is_set():
             self._outcome_.error(
@@ -635,6 +614,13 @@ class ExploreCase(base.NovaFixesTestMixin,
             tracker.release.set()
             return False
         self._outcome_.held_owner = tracker.held_owner
+        return True
+
+    def _inject(self, variant):
+        down = variant == 'down'
+        tracker = self.tracker
+        if not self._drive_to_held_step():
+            return False
         if not self.servers_known.wait(DELETE_TIMEOUT):
             self._outcome_.error('the API had not returned the servers '
                                'when the step was reached (it waits on '
