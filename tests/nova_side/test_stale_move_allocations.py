@@ -84,7 +84,6 @@ class TestMoveRolledBackWithoutPlacement(
 
     def _assert_held_where_the_guest_runs(self, server, source, target):
         source_rp = self._get_provider_uuid_by_host(source)
-        target_rp = self._get_provider_uuid_by_host(target)
         migration = objects.MigrationList.get_by_filters(
             context.get_admin_context(), {'instance_uuid': server['id']})[0]
         # recreate: begin
@@ -94,6 +93,7 @@ class TestMoveRolledBackWithoutPlacement(
         self.assertFlavorMatchesAllocation(
             server['flavor'], migration.uuid, source_rp)
         # recreate: else
+        target_rp = self._get_provider_uuid_by_host(target)
         self.assertFlavorMatchesAllocation(
             server['flavor'], server['id'], source_rp)
         self.assertEqual({}, self._get_allocations_by_server_uuid(
