@@ -66,9 +66,10 @@ def check_set(name, series):
     return name
 
 
-#: The nova services with an entry point: activate(services=...) patches
-#: only the targets whose code runs in them (none runs in the scheduler).
-SERVICES = ('api', 'compute', 'conductor', 'scheduler')
+#: The nova services (and nova-manage) with an entry point:
+#: activate(services=...) patches only the targets whose code runs in
+#: them (none runs in the scheduler).
+SERVICES = ('api', 'compute', 'conductor', 'scheduler', 'manage')
 
 #: The nova and openstack-placement release each series is tested with.
 RELEASES = {

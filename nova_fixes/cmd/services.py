@@ -239,3 +239,15 @@ def conductor():
 def scheduler():
     return run_service('nova.cmd.scheduler',
                        lambda: nova_fixes.activate(services=['scheduler']))
+
+
+def manage():
+    """nova-manage, with the fixes whose code runs in it active (the
+    placement audit's). nova-manage sets up logging before it runs any
+    command, so the fixes are active before the command runs; a
+    refusal exits with status 2 before it does.
+    """
+    module = importlib.import_module('nova.cmd.manage')
+    ActivateAfterLoggingSetup(
+        lambda: nova_fixes.activate(services=['manage']))
+    return module.main()

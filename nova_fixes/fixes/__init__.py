@@ -21,6 +21,7 @@ from nova_fixes.fixes import bug_1848343
 from nova_fixes.fixes import bug_1859496
 from nova_fixes.fixes import delete_mapping
 from nova_fixes.fixes import interrupted_moves
+from nova_fixes.fixes import manage_audit
 from nova_fixes.fixes import orphans
 from nova_fixes.fixes import stale_moves
 
@@ -34,6 +35,7 @@ FIXES = (
     interrupted_moves.FIX,
     stale_moves.FIX,
     delete_mapping.FIX,
+    manage_audit.FIX,
 )
 
 #: Changes (fix name, change slug) that come first in every series, in
