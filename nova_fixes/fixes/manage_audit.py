@@ -114,9 +114,11 @@ whose move is over and whose server runs elsewhere or is gone. The
 lookups are made only for the consumers the node does not account for:
 an audit of a cloud with nothing orphaned costs what it did.
 
-Correcting misplaced allocations is left to the operator (or to
-heal_allocations once they are removed by hand): the audit only says
-why it left them.
+The audit does not correct misplaced allocations: it says why it left
+them. The resource tracker's periodic corrects those a move that is over
+left, when it has positive evidence of where the guest runs (see the
+change correcting them periodically); moving them from the audit is a
+follow-up.
 
 nova's unit test of the audit of one provider runs with no database: it
 now says the lookup finds nothing that may use the consumer it expects

@@ -336,7 +336,8 @@ class FixtureTestCase(testtools.TestCase):
         outer = _snapshot()
         with fixture.NovaFixes() as fix:
             self.assertEqual([1859496, 'orphans', 'interrupted_moves',
-                              'stale_moves', 'delete_mapping'],
+                              'stale_moves', 'delete_mapping',
+                              'manage_audit'],
                              fix.activated)
             self.assertCountEqual(ALL, nova_fixes.active_fixes())
         self.assertEqual([1848343], nova_fixes.active_fixes())
@@ -388,7 +389,7 @@ class DeactivateTestCase(testtools.TestCase):
         nova_fixes.activate()
         self.assertEqual([1859496], nova_fixes.deactivate([1859496]))
         self.assertEqual([1848343, 'orphans', 'interrupted_moves',
-                          'stale_moves', 'delete_mapping'],
+                          'stale_moves', 'delete_mapping', 'manage_audit'],
                          nova_fixes.active_fixes())
         from nova.api.openstack.compute import servers
         self.assertIs(self.before[
@@ -396,7 +397,7 @@ class DeactivateTestCase(testtools.TestCase):
             vars(servers.ServersController)['delete'])
         self.assertEqual([], nova_fixes.deactivate([1859496]))
         self.assertEqual([1848343, 'orphans', 'interrupted_moves',
-                          'stale_moves', 'delete_mapping'],
+                          'stale_moves', 'delete_mapping', 'manage_audit'],
                          nova_fixes.deactivate())
         self.assertEqual(self.before, _snapshot())
 
