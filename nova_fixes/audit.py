@@ -167,24 +167,30 @@ def _cells(ctxt, only=None):
     return chosen
 
 
-def read_facts(ctxt, consumers, cells, server=None):
-    """The API DB, then each cell, in bulk: build requests first (see
-    ``decide``), instance mappings, then instances, migrations and
-    compute nodes per cell.
+def read_facts(ctxt, consumers, cells, server=None, all_mappings=False):
+    """The API DB's build requests first (see ``decide``), then each
+    cell's instances, migrations and compute nodes, in bulk, then the
+    instance mappings of the consumers no cell has a record of (all of
+    them with ``all_mappings``): a mapping only tells a build deleted
+    from an unknown consumer, and reading 10,000 of them costs more than
+    the rest of the audit's database reads.
     """
     facts = Facts()
     facts.build_requests = {br.instance_uuid for br in
                             objects.BuildRequestList.get_all(ctxt)}
-    for im in objects.InstanceMappingList.get_by_instance_uuids(
-            ctxt, list(consumers)):
-        facts.mappings[im.instance_uuid] = (
-            im.cell_mapping.uuid if im.cell_mapping else None)
     for cell in cells:
         facts.cells[cell.uuid] = cell
         try:
             _read_cell(ctxt, cell, consumers, facts, server)
         except Exception as e:
             facts.unreadable[cell.uuid] = '%s: %s' % (type(e).__name__, e)
+    wanted = [u for u in consumers if all_mappings or not (
+        u in facts.instances or u in facts.migrations)]
+    if wanted:
+        for im in objects.InstanceMappingList.get_by_instance_uuids(
+                ctxt, wanted):
+            facts.mappings[im.instance_uuid] = (
+                im.cell_mapping.uuid if im.cell_mapping else None)
     return facts
 
 
@@ -199,14 +205,18 @@ def _read_cell(ctxt, cell, consumers, facts, server=None):
         moving_filters['instance_uuid'] = server
     with nova_context.target_cell(ctxt, cell) as cctxt:
         live = objects.InstanceList.get_by_filters(
-            cctxt, live_filters, expected_attrs=['flavor'])
+            cctxt, live_filters, expected_attrs=[])
         found = {i.uuid for i in live}
         rest = [u for u in consumers if u not in found]
+        # A live instance's consumer is no deleted instance and no
+        # migration: only the others are looked up as such.
         gone = objects.InstanceList.get_by_filters(
             cctxt.elevated(read_deleted='yes'),
-            {'uuid': rest, 'deleted': True}) if rest else []
+            {'uuid': rest, 'deleted': True},
+            expected_attrs=[]) if rest else []
         migs = objects.MigrationList.get_by_filters(
-            cctxt.elevated(read_deleted='yes'), {'uuid': list(consumers)})
+            cctxt.elevated(read_deleted='yes'),
+            {'uuid': rest}) if rest else []
         active = objects.MigrationList.get_by_filters(cctxt, dict(
             moving_filters, status=list(MOVING_STATUSES)))
         nodes = objects.ComputeNodeList.get_all(cctxt)
@@ -316,6 +326,10 @@ def _decide_migration(uuid, held, mig, facts, roots, v):
 
 
 def _flavor_resources(inst):
+    """What the server's flavor needs. The live instances are read
+    without their flavors (most of them are right and need none): the
+    flavor is loaded here, for a missing or misplaced server only.
+    """
     return scheduler_utils.resources_from_flavor(inst, inst.flavor)
 
 
@@ -371,7 +385,8 @@ def audit(ctxt, heal=False, cell=None, placement=None):
     for rp in rps:
         for c, alloc in placement.provider_allocations(rp).items():
             consumers.setdefault(c, {})[rp['uuid']] = alloc['resources']
-    facts = read_facts(ctxt, consumers, cells)
+    facts = read_facts(ctxt, consumers, cells,
+                       all_mappings=cell is not None)
     rep = Report()
     rep.names = names
     rep.unreadable = {facts.cells[c].name or c: why

@@ -15,6 +15,7 @@
 import argparse
 import os
 import sys
+import time
 import warnings
 
 from nova_fixes import errors
@@ -191,11 +192,72 @@ def audit_json(report):
 def _audit(args):
     from nova import context as nova_context
     from nova_fixes import audit
+    if args.runs is not None and args.every is None:
+        args.subparser.error('--runs needs --every')
     _load_nova_config(args)
-    report = audit.audit(nova_context.get_admin_context(), heal=args.heal,
-                         cell=args.cell)
-    print(audit_json(report) if args.json else audit_text(report))
-    return AUDIT_FOUND if report.wrong() else 0
+    if args.every is None:
+        report = audit.audit(nova_context.get_admin_context(),
+                             heal=args.heal, cell=args.cell)
+        print(audit_json(report) if args.json else audit_text(report))
+        return AUDIT_FOUND if report.wrong() else 0
+    return _audit_every(args, audit, nova_context)
+
+
+def _audit_every(args, audit, nova_context):
+    """The periodic form: a full audit every ``args.every`` seconds (from
+    the start of one run to the start of the next), ``args.runs`` times
+    or until stopped. The first run's error stops it (bad input shows at
+    once); a later run that cannot read placement is reported and the
+    next run goes on. Each run decides and heals from what it reads
+    then. The exit code is the last run's.
+    """
+    code = 0
+    run = 0
+    while args.runs is None or run < args.runs:
+        run += 1
+        started = time.monotonic()
+        print('audit run %d at %s' % (run, time.strftime(
+            '%Y-%m-%dT%H:%M:%SZ', time.gmtime())), flush=True)
+        try:
+            report = audit.audit(nova_context.get_admin_context(),
+                                 heal=args.heal, cell=args.cell)
+        except audit.AuditError as e:
+            if run == 1:
+                # Bad input (an unknown cell) or a placement that cannot
+                # be read at all: the operator is there to see it.
+                raise
+            print('audit run %d: %s' % (run, e), flush=True)
+            code = 2
+        else:
+            print(audit_json(report) if args.json else audit_text(report),
+                  flush=True)
+            code = AUDIT_FOUND if report.wrong() else 0
+        if args.runs is not None and run >= args.runs:
+            break
+        time.sleep(max(0.0, args.every - (time.monotonic() - started)))
+    return code
+
+
+def _positive_seconds(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0
+    if not value >= 1 or value != value or value == float('inf'):
+        raise argparse.ArgumentTypeError(
+            '%r is not a number of seconds of at least 1' % text)
+    return value
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError('%r is not a whole number of at '
+                                         'least 1' % text)
+    return value
 
 
 def parser():
@@ -276,6 +338,12 @@ def parser():
                    help='print a JSON document instead of text')
     a.add_argument('--cell', metavar='NAME_OR_UUID',
                    help='decide only the consumers of this cell')
+    a.add_argument('--every', type=_positive_seconds, metavar='SECONDS',
+                   help='the periodic form: run again every SECONDS (at '
+                   'least 1), until stopped or --runs runs; off unless '
+                   'given')
+    a.add_argument('--runs', type=_positive_int, metavar='N',
+                   help='with --every: stop after N runs')
     a.add_argument('--config-file', action='append', metavar='PATH',
                    help="nova's configuration (repeatable; default: "
                    "nova's own, /etc/nova/nova.conf)")

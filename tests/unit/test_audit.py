@@ -225,3 +225,52 @@ class OutputTestCase(testtools.TestCase):
             objects.CellMappingList.get_all.return_value = cells
             e = self.assertRaises(audit.AuditError, audit._cells, None, 'x')
         self.assertEqual('no cell named x (cells: cell1)', str(e))
+
+
+class PeriodicTestCase(OutputTestCase):
+    """nova-fixes audit --every: the periodic form."""
+
+    def _every(self, *argv, results=None):
+        sleeps = []
+        results = list(results or [self.report])
+
+        def run(ctxt, heal, cell):
+            result = results.pop(0) if len(results) > 1 else results[0]
+            if isinstance(result, Exception):
+                raise result
+            return result
+
+        with mock.patch('nova_fixes.audit.audit', side_effect=run), \
+                mock.patch('time.sleep', side_effect=sleeps.append):
+            code = main.main(['audit'] + list(argv))
+        return code, sleeps
+
+    def test_runs_and_waits(self):
+        code, sleeps = self._every('--every', '60', '--runs', '3')
+        self.assertEqual(3, code)
+        self.assertEqual(2, len(sleeps))
+        self.assertTrue(all(50 < s <= 60 for s in sleeps), sleeps)
+        self.assertEqual(3, self.stdout.getvalue().count('audit run '))
+
+    def test_later_error_goes_on_first_stops(self):
+        error = audit.AuditError('placement answered 503')
+        code, sleeps = self._every('--every', '5', '--runs', '3',
+                                   results=[self.report, error, error])
+        self.assertEqual(2, code)
+        self.assertIn('audit run 2: placement answered 503',
+                      self.stdout.getvalue())
+        self.assertEqual(2, len(sleeps))
+        code, sleeps = self._every('--every', '5', '--runs', '3',
+                                   results=[error])
+        self.assertEqual(2, code)
+        self.assertEqual([], sleeps)
+
+    def test_bad_values_refused(self):
+        for argv in (['--every', '0'], ['--every', 'often'],
+                     ['--every', 'nan'], ['--every', '5', '--runs', '0'],
+                     ['--runs', '2']):
+            with mock.patch('nova_fixes.audit.audit') as run:
+                e = self.assertRaises(SystemExit, main.main,
+                                      ['audit'] + argv)
+            self.assertEqual(2, e.code, argv)
+            run.assert_not_called()
