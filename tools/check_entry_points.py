@@ -28,6 +28,8 @@ map_cell0 and create_cell, noauth2 where the series has it, the fake
   check into its directory);
 - nova-fixes-conductor and nova-fixes-scheduler log the fixes, register
   their service record, and stop on SIGTERM with status 0;
+- nova-fixes-manage runs nova-manage's cell_v2 list_cells with the fixes
+  active (logged), and lists the cell;
 - nova-fixes-compute logs the fixes and goes on to wait for nova-conductor
   (over the one-process transport no conductor can answer, so its service
   record cannot be written: tests/deployment runs it with a real broker);
@@ -130,6 +132,11 @@ from nova_fixes import activation, registry
 patched = []
 for fix in nova_fixes.FIXES:
     for target in registry.targets_of(fix, series):
+        if service not in target.services:
+            # Not this process's code, and its module may not import
+            # here (nova 34's nova.cmd.manage in a native-threading
+            # service).
+            continue
         owner, name = activation._resolve(target.path)
         live = vars(owner).get(name)
         if target.new and live is not None:
@@ -328,6 +335,8 @@ def check_refusal(check, service, series, target):
     name = '%s refuses a mismatch' % service
     binary = 'nova-osapi_compute' if service == 'api' else 'nova-' + service
     conf = ['--config-file', os.path.join(check.work, 'nova.conf')]
+    if service == 'manage':
+        conf += MANAGE_COMMAND
     with check.log(service + '-mismatch') as log:
         status, stdout, stderr = run_fresh(
             python(HARNESS, service, series, target) + conf,
@@ -533,6 +542,36 @@ def check_service(check, service, runs_fixes=True):
                     seconds, status))
 
 
+#: The nova-manage command nova-fixes-manage runs in the check: one that
+#: reads the API database and sets up logging, so that the fixes are
+#: activated first.
+MANAGE_COMMAND = ['cell_v2', 'list_cells']
+
+
+def check_manage(check):
+    """nova-fixes-manage runs a nova-manage command with the fixes
+    active: exit 0, the activation logged, the command's output.
+    """
+    conf = ['--config-file', os.path.join(check.work, 'nova.conf')]
+    path = script('nova-fixes-manage')
+    command = [path] if path else python(
+        'import sys; from nova_fixes.cmd import services; '
+        'sys.exit(services.manage())')
+    with check.log('manage') as log:
+        status, stdout, output = run_fresh(
+            command + conf + MANAGE_COMMAND, check.env, log)
+    problems = []
+    if status != 0:
+        problems.append('exit %s (see %s)' % (status, log.name))
+    if ACTIVATED not in output + stdout:
+        problems.append('no "%s" log line' % ACTIVATED)
+    if 'cell1' not in stdout:
+        problems.append('no cell1 in the output of %s'
+                        % ' '.join(MANAGE_COMMAND))
+    check.record('nova-fixes-manage', not problems, '; '.join(problems) or
+                 'fixes logged, %s listed cell1' % ' '.join(MANAGE_COMMAND))
+
+
 def mismatch_target(series, service):
     """A replaced (not new) target of the series that ``service`` runs,
     to change its print; None if the service runs none (the scheduler:
@@ -559,7 +598,7 @@ def run(progress=print, keep=False):
     try:
         prepare(work, placement.port)
         targets = {service: mismatch_target(series, service)
-                   for service in ('api',) + SERVICES}
+                   for service in ('api',) + SERVICES + ('manage',)}
         if not any(targets.values()):
             raise SetupError('no replaced target for %s' % series)
     except (SetupError, subprocess.TimeoutExpired) as e:
@@ -568,7 +607,7 @@ def run(progress=print, keep=False):
         return check
     try:
         # Refusals first: they must leave no service record behind.
-        for service in ('api',) + SERVICES:
+        for service in ('api',) + SERVICES + ('manage',):
             if targets[service] is None:
                 progress('entry points: %s runs no drop-in, so it has no '
                          'fingerprint to refuse' % service)
@@ -578,6 +617,7 @@ def run(progress=print, keep=False):
         check_api_script(check)
         for service in SERVICES:
             check_service(check, service, targets[service] is not None)
+        check_manage(check)
     finally:
         placement.close()
         if keep or check.failed:
