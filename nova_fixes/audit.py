@@ -204,8 +204,11 @@ def _read_cell(ctxt, cell, consumers, facts, server=None):
         live_filters['uuid'] = list(consumers)
         moving_filters['instance_uuid'] = server
     with nova_context.target_cell(ctxt, cell) as cctxt:
+        # Sorted by the primary key: the API's default order (created_at)
+        # makes the database sort every live instance of the cell.
         live = objects.InstanceList.get_by_filters(
-            cctxt, live_filters, expected_attrs=[])
+            cctxt, live_filters, sort_key='id', sort_dir='asc',
+            expected_attrs=[])
         found = {i.uuid for i in live}
         rest = [u for u in consumers if u not in found]
         # A live instance's consumer is no deleted instance and no
