@@ -33,6 +33,8 @@ it read and decide again, never overwrite.
 
 import collections
 
+from oslo_utils import timeutils
+
 from nova.compute import vm_states
 from nova import context as nova_context
 from nova import objects
@@ -67,6 +69,14 @@ RESOLVED = ('healed', 'nothing left', 'left alone: now right',
             'left alone: now in flight')
 #: How many times heal reads and decides again after a 409.
 RETRIES = 3
+#: Seconds after a migration's last update during which the audit leaves
+#: what it holds to nova: a move that has just ended is still giving its
+#: allocations back (the source compute records the migration confirmed
+#: or completed, then deletes them), and the explorer's audit mode caught
+#: the audit emptying them in that window. A compute that stopped in it
+#: leaves them for longer: healed once the grace has passed (or by the
+#: compute's init_host, with the fixes).
+GRACE = 300
 
 
 class AuditError(errors.NovaFixesError):
@@ -154,6 +164,8 @@ class Facts(object):
         self.nodes = {}              # (host, node) -> compute node uuid
         self.cells = {}              # cell uuid -> CellMapping
         self.unreadable = {}         # cell uuid -> why
+        self.now = None              # when the records were read
+        self.grace = GRACE           # see GRACE
 
 
 def _cells(ctxt, only=None):
@@ -167,7 +179,8 @@ def _cells(ctxt, only=None):
     return chosen
 
 
-def read_facts(ctxt, consumers, cells, server=None, all_mappings=False):
+def read_facts(ctxt, consumers, cells, server=None, all_mappings=False,
+               grace=GRACE):
     """The API DB's build requests first (see ``decide``), then each
     cell's instances, migrations and compute nodes, in bulk, then the
     instance mappings of the consumers no cell has a record of (all of
@@ -176,6 +189,8 @@ def read_facts(ctxt, consumers, cells, server=None, all_mappings=False):
     the rest of the audit's database reads.
     """
     facts = Facts()
+    facts.grace = grace
+    facts.now = timeutils.utcnow()
     facts.build_requests = {br.instance_uuid for br in
                             objects.BuildRequestList.get_all(ctxt)}
     for cell in cells:
@@ -319,6 +334,11 @@ def _decide_migration(uuid, held, mig, facts, roots, v):
                 return v(RIGHT, 'VERIFY_RESIZE: the source %s'
                          % mig.source_node, **kw)
         return v(IN_FLIGHT, 'migration %s' % mig.status, **kw)
+    ended = _seconds_since_update(mig, facts)
+    if ended is not None and ended < facts.grace:
+        return v(IN_FLIGHT, 'the move ended %d s ago (%s), under the '
+                 'grace of %d s: nova may still be giving its allocations '
+                 'back' % (ended, mig.status, facts.grace), **kw)
     guest = _node_of(facts, inst.host, inst.node)
     if guest is not None and guest in _roots(held, roots):
         return v(MISPLACED, 'the move is over (%s) and it holds %s, where '
@@ -326,6 +346,19 @@ def _decide_migration(uuid, held, mig, facts, roots, v):
                  **kw)
     return v(LEAKED, 'the move is over (%s); it holds nothing its server '
              'needs' % mig.status, target={}, **kw)
+
+
+def _seconds_since_update(mig, facts):
+    """Seconds since the migration record last changed, or None when
+    unknown (no timestamp, or no time of reading).
+    """
+    when = getattr(mig, 'updated_at', None) or getattr(
+        mig, 'created_at', None)
+    if when is None or facts.now is None:
+        return None
+    when = when.replace(tzinfo=None)
+    return max(0, int((facts.now.replace(tzinfo=None) - when
+                       ).total_seconds()))
 
 
 def _flavor_resources(inst):
@@ -371,7 +404,7 @@ class Report(object):
         return per
 
 
-def audit(ctxt, heal=False, cell=None, placement=None):
+def audit(ctxt, heal=False, cell=None, placement=None, grace=GRACE):
     """Read placement, the API DB and the cells; decide; heal if asked.
 
     :returns: a Report
@@ -389,7 +422,7 @@ def audit(ctxt, heal=False, cell=None, placement=None):
         for c, alloc in placement.provider_allocations(rp).items():
             consumers.setdefault(c, {})[rp['uuid']] = alloc['resources']
     facts = read_facts(ctxt, consumers, cells,
-                       all_mappings=cell is not None)
+                       all_mappings=cell is not None, grace=grace)
     rep = Report()
     rep.names = names
     rep.unreadable = {facts.cells[c].name or c: why
@@ -414,25 +447,26 @@ def audit(ctxt, heal=False, cell=None, placement=None):
     if heal:
         for v in rep.verdicts:
             if v.verdict in WRONG:
-                _heal(ctxt, v, placement, roots, cells)
+                _heal(ctxt, v, placement, roots, cells, grace)
     rep.requests = placement.requests
     return rep
 
 
-def _fresh(ctxt, v, cells, roots, placement):
+def _fresh(ctxt, v, cells, roots, placement, grace=GRACE):
     """Re-read the records of ``v``'s server and its consumer."""
     uuids = {v.consumer}
     if v.server:
         uuids.add(v.server)
-    facts = read_facts(ctxt, uuids, cells, server=v.server or v.consumer)
+    facts = read_facts(ctxt, uuids, cells, server=v.server or v.consumer,
+                       grace=grace)
     body = placement.consumer(v.consumer)
     held = {rp: a['resources'] for rp, a in body['allocations'].items()}
     return decide(v.consumer, held, facts, roots), body, facts
 
 
-def _heal(ctxt, v, placement, roots, cells):
+def _heal(ctxt, v, placement, roots, cells, grace=GRACE):
     for attempt in range(RETRIES):
-        now, body, facts = _fresh(ctxt, v, cells, roots, placement)
+        now, body, facts = _fresh(ctxt, v, cells, roots, placement, grace)
         if now.verdict != v.verdict:
             v.healed = 'left alone: now %s (%s)' % (now.verdict,
                                                      now.evidence)

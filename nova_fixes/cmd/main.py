@@ -197,7 +197,8 @@ def _audit(args):
     _load_nova_config(args)
     if args.every is None:
         report = audit.audit(nova_context.get_admin_context(),
-                             heal=args.heal, cell=args.cell)
+                             heal=args.heal, cell=args.cell,
+                             grace=args.grace)
         print(audit_json(report) if args.json else audit_text(report))
         return AUDIT_FOUND if report.wrong() else 0
     return _audit_every(args, audit, nova_context)
@@ -220,7 +221,8 @@ def _audit_every(args, audit, nova_context):
             '%Y-%m-%dT%H:%M:%SZ', time.gmtime())), flush=True)
         try:
             report = audit.audit(nova_context.get_admin_context(),
-                                 heal=args.heal, cell=args.cell)
+                                 heal=args.heal, cell=args.cell,
+                                 grace=args.grace)
         except audit.AuditError as e:
             if run == 1:
                 # Bad input (an unknown cell) or a placement that cannot
@@ -246,6 +248,17 @@ def _positive_seconds(text):
     if not value >= 1 or value != value or value == float('inf'):
         raise argparse.ArgumentTypeError(
             '%r is not a number of seconds of at least 1' % text)
+    return value
+
+
+def _seconds(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError('%r is not a whole number of '
+                                         'seconds (0 or more)' % text)
     return value
 
 
@@ -338,6 +351,12 @@ def parser():
                    help='print a JSON document instead of text')
     a.add_argument('--cell', metavar='NAME_OR_UUID',
                    help='decide only the consumers of this cell')
+    a.add_argument('--grace', type=_seconds, metavar='SECONDS',
+                   default=300,  # nova_fixes.audit.GRACE
+                   help='leave to nova what a migration holds for this '
+                   'long after the migration last changed (default 300): '
+                   'a move that has just ended is still giving its '
+                   'allocations back')
     a.add_argument('--every', type=_positive_seconds, metavar='SECONDS',
                    help='the periodic form: run again every SECONDS (at '
                    'least 1), until stopped or --runs runs; off unless '

@@ -367,7 +367,7 @@ def report(ops, steps, cells, variants, sides, out=None, workers=None):
             cells.items()):
         if result in ('OK', 'N/A') or (
                 side == 'vanilla' and result != 'LEAK' and
-                not variants_mod.is_survive(variant)):
+                variants_mod.mode(variant) == 'delete'):
             continue
         print('  %s %s | %s | %s: %s: %s' % (
             side, op, step, variant, result, '; '.join(details)[:400]),
@@ -404,9 +404,10 @@ def report(ops, steps, cells, variants, sides, out=None, workers=None):
             counts = collections.Counter(
                 result for (s, _, _, v), (result, _) in cells.items()
                 if s == side and v == variant and result != 'N/A')
-            name = ('%s, %s, survive' % (side, variants_mod.fault(variant))
-                    if variants_mod.is_survive(variant) else
-                    '%s, %s' % (side, variant))
+            name = ('%s, %s' % (side, variant)
+                    if variants_mod.mode(variant) == 'delete' else
+                    '%s, %s, %s' % (side, variants_mod.fault(variant),
+                                    variants_mod.mode(variant)))
             print('explored (%s): ' % name + line % (
                 sum(counts.values()), counts['LEAK'], counts['WRONG'],
                 counts['ERROR'], counts['STUCK']), file=out)
@@ -462,7 +463,9 @@ def main(argv=None):
                         'the delete, the operation let end and the '
                         'survivor property checked on the servers, then '
                         'they are deleted and the delete mode\'s checks '
-                        'made)')
+                        'made), audit (no fault: nova-fixes audit --heal '
+                        'at the held step, which must change nothing, '
+                        'then the survive mode\'s checks)')
     parser.add_argument('--steps', type=int, default=0,
                         help='explore only the first N steps of each')
     parser.add_argument('--all-entries', action='store_true',
@@ -488,11 +491,12 @@ def main(argv=None):
     if set(args.variants) - set(VARIANTS) or not args.variants:
         parser.error('--variants: one or more of %s' % ', '.join(VARIANTS))
     if set(modes) - set(variants_mod.MODES) or not modes:
-        parser.error('--modes: one or both of %s'
+        parser.error('--modes: one or more of %s'
                      % ', '.join(variants_mod.MODES))
     faults = args.variants
     args.variants = variants_mod.of_modes(faults, modes)
-    if not args.variants:
+    if 'survive' in modes and not set(faults) & set(
+            variants_mod.SURVIVE_FAULTS):
         parser.error('--variants %s has no fault of the survive mode (%s)'
                      % (','.join(faults),
                         ', '.join(variants_mod.SURVIVE_FAULTS)))

@@ -368,6 +368,9 @@ class ExploreCase(base.NovaFixesTestMixin,
             self.settle()
             self._survive()
             self._delete_all(down=False)
+        elif variants_mod.is_audit(self.plan[2]):
+            if not self._audit_and_survive(self.plan[1]):
+                return
         elif variants_mod.is_survive(self.plan[2]):
             if not self._fault_and_survive(self.plan[1],
                                            variants_mod.fault(self.plan[2])):
@@ -487,6 +490,50 @@ class ExploreCase(base.NovaFixesTestMixin,
         self.operation.restore(self)
         self.settle()
         self._survive()
+        self.deleted.set()
+        return self._retry_delete()
+
+    def _audit_and_survive(self, step):
+        """Mode ``audit``: the operation runs to ``step`` and is held
+        there while nova-fixes audit runs with heal; released, it runs to
+        its end. Nothing is wrong at a step of an undisturbed operation,
+        so whatever the audit changed is a false positive (WRONG, with
+        its verdict and evidence), as is an audit that fails. Then the
+        survivor property, the delete and the delete mode's checks, as
+        in the survive mode: the audit must have left nova able to finish.
+
+        :returns: whether the run goes on to the checks
+        """
+        from nova_fixes import audit
+        tracker = self.tracker
+        tracker.arm(target=step)
+        if not self._drive_to_held_step():
+            return False
+        healed = []
+        try:
+            report = audit.audit(nova_context.get_admin_context(), heal=True)
+        except audit.AuditError as e:
+            healed.append('audit: failed at the held step: %s' % e)
+        else:
+            for v in report.verdicts:
+                if v.verdict in audit.WRONG and v.healed and (
+                        v.healed.startswith('healed')):
+                    healed.append('audit: healed %s %s (%s of %s): %s'
+                                  % (v.verdict, v.consumer, v.kind,
+                                     v.server, v.evidence))
+        tracker.release.set()
+        if not self._driver_done.wait(OP_TIMEOUT):
+            self._outcome_.error('the operation did not finish once the '
+                                 'step was released')
+            return False
+        if self._driver_error:
+            self._outcome_.details.append(
+                'operation: ' + self._driver_error[0])
+        self.settle()
+        self.operation.restore(self)
+        self.settle()
+        self._survive()
+        self._survivor_findings[1].extend(healed)
         self.deleted.set()
         return self._retry_delete()
 

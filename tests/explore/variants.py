@@ -10,26 +10,32 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""The explorer's faults, and its two modes.
+"""The explorer's faults, and its three modes.
 
 The delete mode injects a fault at a step and deletes the server (the
 fault ``delete`` is the delete alone); the survive mode injects the same
 faults but the delete, lets the operation end, checks the survivor
 property and only then deletes. A variant of the survive mode is its fault
-with the prefix ``survive-``. Nothing here imports nova: the explorer's
+with the prefix ``survive-``. The audit mode injects no fault: it holds
+the operation at a step, runs ``nova-fixes audit --heal`` there, lets the
+operation end and checks the survivor property, then deletes; its one
+variant is ``audit-heal``. Nothing here imports nova: the explorer's
 parent process uses it too.
 """
 
 #: The faults, in the order of the matrix' columns.
 FAULTS = ('delete', 'down', 'outage', 'timeout', 'restart')
-MODES = ('delete', 'survive')
+MODES = ('delete', 'survive', 'audit')
 #: A survive mode variant is its fault with this prefix.
 SURVIVE = 'survive-'
 #: The faults of the survive mode: each of the delete mode's but the
 #: delete itself (its fault is the delete; the survive mode's control is
 #: the undisturbed run, which checks the survivor property too).
 SURVIVE_FAULTS = ('down', 'outage', 'timeout', 'restart')
-ALL = FAULTS + tuple(SURVIVE + fault for fault in SURVIVE_FAULTS)
+#: The audit mode's variant: the audit heals at the held step.
+AUDIT = 'audit-heal'
+ALL = FAULTS + tuple(SURVIVE + fault for fault in SURVIVE_FAULTS) + (
+    AUDIT,)
 
 
 def is_survive(variant):
@@ -37,12 +43,23 @@ def is_survive(variant):
     return variant.startswith(SURVIVE)
 
 
+def is_audit(variant):
+    """Whether ``variant`` is of the audit mode."""
+    return variant == AUDIT
+
+
 def fault(variant):
-    """The fault of a variant of either mode (``survive-down``: down)."""
+    """The fault of a variant of any mode (``survive-down``: down; the
+    audit mode's: heal, the audit's own writes).
+    """
+    if is_audit(variant):
+        return 'heal'
     return variant[len(SURVIVE):] if is_survive(variant) else variant
 
 
 def mode(variant):
+    if is_audit(variant):
+        return 'audit'
     return 'survive' if is_survive(variant) else 'delete'
 
 
@@ -53,11 +70,15 @@ def of_modes(faults, modes):
         variants += [f for f in faults]
     if 'survive' in modes:
         variants += [SURVIVE + f for f in faults if f in SURVIVE_FAULTS]
+    if 'audit' in modes:
+        variants.append(AUDIT)
     return variants
 
 
 def short(variant):
-    """Three letters for the matrix' head: ``res``, ``Sre``."""
+    """Three letters for the matrix' head: ``res``, ``Sre``, ``Ahe``."""
+    if is_audit(variant):
+        return 'Ahe'
     if is_survive(variant):
         return 'S' + fault(variant)[:2]
     return variant[:3]

@@ -136,6 +136,36 @@ class VerdictTestCase(testtools.TestCase):
                          self.decide('stranger', {RP1: FLAVOR}, f))
 
 
+class GraceTestCase(testtools.TestCase):
+    """A move that has just ended is left to nova for GRACE seconds."""
+
+    def _verdict(self, ago, grace=audit.GRACE, status='confirmed'):
+        import datetime
+        now = datetime.datetime(2026, 12, 7, 0, 0, 0)
+        mig = migration(status=status, source=('host1', 'node1'))
+        mig.updated_at = now - datetime.timedelta(seconds=ago)
+        f = facts(instances=[instance(host='host2', node='node2')],
+                  migrations=[mig])
+        f.now, f.grace = now, grace
+        return audit.decide('mig', {RP1: FLAVOR}, f, ROOTS)
+
+    def test_just_ended_is_in_flight(self):
+        v = self._verdict(10)
+        self.assertEqual(audit.IN_FLIGHT, v.verdict)
+        self.assertIn('ended 10 s ago (confirmed)', v.evidence)
+
+    def test_after_the_grace_it_is_leaked(self):
+        self.assertEqual(audit.LEAKED, self._verdict(audit.GRACE + 1).verdict)
+        self.assertEqual(audit.LEAKED, self._verdict(10, grace=0).verdict)
+
+    def test_no_timestamp_no_grace(self):
+        mig = migration(status='error')
+        f = facts(instances=[instance(host='host2', node='node2')],
+                  migrations=[mig])
+        self.assertEqual(audit.LEAKED, audit.decide(
+            'mig', {RP1: FLAVOR}, f, ROOTS).verdict)
+
+
 class _Resp(object):
     def __init__(self, status, body=None):
         self.status_code = status
@@ -234,7 +264,7 @@ class PeriodicTestCase(OutputTestCase):
         sleeps = []
         results = list(results or [self.report])
 
-        def run(ctxt, heal, cell):
+        def run(ctxt, heal, cell, grace):
             result = results.pop(0) if len(results) > 1 else results[0]
             if isinstance(result, Exception):
                 raise result
@@ -266,7 +296,8 @@ class PeriodicTestCase(OutputTestCase):
         self.assertEqual([], sleeps)
 
     def test_bad_values_refused(self):
-        for argv in (['--every', '0'], ['--every', 'often'],
+        for argv in (['--grace', '-1'], ['--grace', 'soon'],
+                     ['--every', '0'], ['--every', 'often'],
                      ['--every', 'nan'], ['--every', '5', '--runs', '0'],
                      ['--runs', '2']):
             with mock.patch('nova_fixes.audit.audit') as run:

@@ -283,6 +283,17 @@ class VariantsTest(testtools.TestCase):
             variants.fault('timeout'), variants.mode('timeout'),
             variants.short('timeout')))
 
+    def test_audit_mode(self):
+        from tests.explore import variants
+        self.assertEqual(['down', 'audit-heal'],
+                         variants.of_modes(['down'], ['delete', 'audit']))
+        self.assertEqual(['audit-heal'],
+                         variants.of_modes(['delete'], ['audit']))
+        self.assertEqual(('heal', 'audit', 'Ahe', False), (
+            variants.fault('audit-heal'), variants.mode('audit-heal'),
+            variants.short('audit-heal'), variants.is_survive('audit-heal')))
+        self.assertIn('audit-heal', variants.ALL)
+
 
 class _Message(object):
     """What the fake transport gives an RPC server: a call has a reply
@@ -617,8 +628,11 @@ class MainTest(testtools.TestCase):
     def test_bad_modes_exit(self):
         self.useFixture(fixtures.MonkeyPatch('sys.stderr', io.StringIO()))
         for argv, message in (
-                (['--modes', 'audit'], '--modes: one or both of delete, '
-                 'survive'),
+                (['--modes', 'sideways'], '--modes: one or more of '
+                 'delete, survive, audit'),
+                (['--modes', 'survive,audit', '--variants', 'delete'],
+                 '--variants delete has no fault of the survive mode '
+                 '(down, outage, timeout, restart)'),
                 (['--modes', 'survive', '--variants', 'delete'],
                  '--variants delete has no fault of the survive mode '
                  '(down, outage, timeout, restart)')):
