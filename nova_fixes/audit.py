@@ -300,6 +300,15 @@ def _decide_instance(uuid, held, inst, facts, roots, v):
     if moving and not resized:
         return v(IN_FLIGHT, 'migration %s is %s' % (
             moving[0].uuid, moving[0].status), **kw)
+    if inst.vm_state == vm_states.SHELVED_OFFLOADED:
+        # Its guest runs nowhere, whatever its host: the shelve offload
+        # gives the allocations back, records SHELVED_OFFLOADED with no
+        # task state and only then clears the host (the explorer's audit
+        # mode caught the audit creating its allocations in between).
+        if not held:
+            return v(RIGHT, 'shelved offloaded, holds nothing', **kw)
+        return v(MISPLACED, 'shelved offloaded: its guest runs nowhere',
+                 target={}, **kw)
     if not inst.host:
         if inst.vm_state == vm_states.BUILDING:
             return v(IN_FLIGHT, 'no host yet (building)', **kw)

@@ -136,6 +136,25 @@ class VerdictTestCase(testtools.TestCase):
                          self.decide('stranger', {RP1: FLAVOR}, f))
 
 
+class ShelvedOffloadedTestCase(testtools.TestCase):
+    """A shelved offloaded server holds nothing, whatever its host (the
+    offload clears the host after it has recorded the vm state).
+    """
+
+    def test_holding_nothing_with_its_host_still_set_is_right(self):
+        inst = instance(vm_state='shelved_offloaded')
+        self.assertEqual(audit.RIGHT, audit.decide(
+            'inst', {}, facts(instances=[inst]), ROOTS).verdict)
+
+    def test_holding_something_is_misplaced_nowhere(self):
+        for host in ('host1', None):
+            inst = instance(vm_state='shelved_offloaded', host=host,
+                            node=host and 'node1')
+            v = audit.decide('inst', {RP1: FLAVOR}, facts(instances=[inst]),
+                             ROOTS)
+            self.assertEqual((audit.MISPLACED, {}), (v.verdict, v.target))
+
+
 class GraceTestCase(testtools.TestCase):
     """A move that has just ended is left to nova for GRACE seconds."""
 
