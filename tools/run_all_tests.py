@@ -22,9 +22,10 @@
    (tests/nova_intree), one check per nova test: its quick selection
    (204 tests) unless ``--nova-intree full`` asks for all 344 (tox -e
    nova-intree runs those alone);
-4. the race explorer's CI subset (``python -m tests.explore --ci``), its
-   own count: every fixed-side run OK, every known vanilla leak found,
-   every worker whole (``--explore none`` leaves it out; tox -e explore
+4. the race explorer's CI subset (``python -m tests.explore --ci --modes
+   delete,audit``), its own count: every fixed-side run OK (in the audit
+   mode: nova-fixes audit --heal changed nothing at any step), every
+   known vanilla leak found, every worker whole (``--explore none`` leaves it out; tox -e explore
    runs the whole exploration).
 
 The last line is "N passed, N failed, N skipped", computed from those
@@ -59,6 +60,10 @@ def _suite(name, run):
         print('%s took %d s' % (name, time.time() - start))
 
 
+#: The explorer's modes in the CI subset: the delete mode, and the audit
+#: mode (nova-fixes audit --heal at every step must change nothing).
+EXPLORE_MODES = 'delete,audit'
+
 #: The explorer's count line.
 COUNT = re.compile(r'^(\d+) passed, (\d+) failed$')
 
@@ -68,9 +73,11 @@ def explore_ci(tree):
     (passed, failed), one failure more if it exits non-zero without
     failures of its own, or an error if it printed no count.
     """
-    print("\nthe race explorer's CI subset (python -m tests.explore --ci)")
+    print("\nthe race explorer's CI subset (python -m tests.explore --ci "
+          "--modes %s)" % EXPLORE_MODES)
     proc = subprocess.Popen(
-        [sys.executable, '-m', 'tests.explore', '--ci'], cwd=tree,
+        [sys.executable, '-m', 'tests.explore', '--ci', '--modes',
+         EXPLORE_MODES], cwd=tree,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     counts = None
     for line in proc.stdout:
