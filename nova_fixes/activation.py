@@ -127,6 +127,32 @@ def _check(target, series, recorded):
     return owner, name
 
 
+def check_source(target, series, recorded):
+    """Raise TargetMismatch unless the installed nova's source of the
+    target is the recorded one (a new target: absent), without importing
+    its module: for nova-manage's targets outside nova-manage, whose
+    module would monkey patch the process (registry.DEFAULT_SERVICES).
+    """
+    expected = [(recorded[key][target.path], what) for key, what
+                in fingerprint.originals(series, recorded)
+                if target.path in recorded[key]]
+    if not expected:
+        raise errors.TargetMismatch(
+            target.path, series,
+            'no original is recorded for this series')
+    actual = fingerprint.of_installed(target)
+    if target.new:
+        if actual != fingerprint.ABSENT:
+            raise errors.TargetMismatch(
+                target.path, series,
+                'nova already defines it; the fix may be merged already')
+        return
+    if actual not in [value for value, _what in expected]:
+        raise errors.TargetMismatch(
+            target.path, series, 'fingerprint %s, expected %s' % (
+                actual, ' or '.join('%s (%s)' % item for item in expected)))
+
+
 def _replacement(target):
     owner, name = _resolve(target.replacement)
     return vars(owner)[name] if name in vars(owner) else getattr(owner, name)
@@ -164,7 +190,7 @@ def _set(changes, owner, name, new):
 
 def _services(services):
     if services is None:
-        return set(registry.SERVICES)
+        return set(registry.DEFAULT_SERVICES)
     unknown = sorted(set(services) - set(registry.SERVICES))
     if unknown:
         raise errors.NovaFixesError(
@@ -176,8 +202,10 @@ def _services(services):
 def activate(bugs=None, services=None):
     """Activate the drop-ins of the given fixes (default: all of them).
 
-    ``services`` (default: all) limits activation to the targets whose
-    code runs in those nova services (registry.SERVICES), so that for
+    ``services`` (default: every service, registry.DEFAULT_SERVICES:
+    nova-manage's targets only when "manage" is named) limits activation
+    to the targets whose code runs in those nova services
+    (registry.SERVICES), so that for
     example nova-compute imports none of the API's modules for fixes it
     does not run. Idempotent: targets already active are left as they
     are. Returns the bug ids with a target this call activated.

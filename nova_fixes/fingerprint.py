@@ -104,10 +104,23 @@ def of_object(obj):
 
 
 def module_file(module):
-    spec = importlib.util.find_spec(module)
-    if spec is None or not spec.origin:
+    """The source file of ``module``, found from its top package's
+    location without importing any of its packages: importing
+    nova.cmd (to find nova.cmd.manage) would monkey patch this process
+    with eventlet on nova 33 and earlier.
+    """
+    top, *parts = module.split('.')
+    spec = importlib.util.find_spec(top)
+    if spec is None:
         return None
-    return spec.origin
+    if not parts:
+        return spec.origin
+    for location in spec.submodule_search_locations or ():
+        base = os.path.join(location, *parts)
+        for path in (base + '.py', os.path.join(base, '__init__.py')):
+            if os.path.isfile(path):
+                return path
+    return None
 
 
 def of_installed(target):

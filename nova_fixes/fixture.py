@@ -18,18 +18,20 @@ from nova_fixes import activation
 
 
 class NovaFixes(fixtures.Fixture):
-    """Activate the drop-ins of ``bugs`` (default: all) for one test.
+    """Activate the drop-ins of ``bugs`` (default: all) for one test, in
+    ``services`` (default: every service; see activation.activate).
 
     Only what this fixture activated is undone at cleanup, so it composes
     with a process that activated nova-fixes itself.
     """
 
-    def __init__(self, bugs=None):
+    def __init__(self, bugs=None, services=None):
         super().__init__()
         self.bugs = bugs
+        self.services = services
 
     def _setUp(self):
-        activated = activation.activate(self.bugs)
+        activated = activation.activate(self.bugs, services=self.services)
         if activated:
             self.addCleanup(activation.deactivate, activated)
         self.activated = activated

@@ -70,6 +70,13 @@ def check_set(name, series):
 #: activate(services=...) patches only the targets whose code runs in
 #: them (none runs in the scheduler).
 SERVICES = ('api', 'compute', 'conductor', 'scheduler', 'manage')
+#: What activate() patches when not told which services: every service's
+#: code, not nova-manage's. Importing nova.cmd.manage (to patch it)
+#: monkey patches the importing process with eventlet (nova's cmd
+#: modules do so on import), which a process that is not nova-manage
+#: must not undergo by surprise: nova-manage's targets are activated
+#: only when "manage" is asked for (nova-fixes-manage does).
+DEFAULT_SERVICES = ('api', 'compute', 'conductor', 'scheduler')
 
 #: The nova and openstack-placement release each series is tested with.
 RELEASES = {

@@ -952,7 +952,7 @@ class Benchmark(test_orphan_instances._OrphanTestBase):
         self.assertEqual([], nova_fixes.active_fixes())
         self.assertEqual([], self._untouched())
         for label, services in ACTIVATION_SETS:
-            wanted = set(services or registry.SERVICES)
+            wanted = set(services or registry.DEFAULT_SERVICES)
             expected = [fix.bug for fix in nova_fixes.FIXES if any(
                 wanted.intersection(target.services)
                 for target in registry.targets_of(fix, series))]

@@ -39,6 +39,7 @@ from nova.tests.functional.api import client as api_client
 from nova_fixes import activation as nova_fixes_activation
 from nova_fixes import fixture as nova_fixes_fixture
 from nova_fixes.nova import conf as fixes_conf
+from nova_fixes import registry
 import tests
 from tests import common
 
@@ -119,7 +120,10 @@ class NovaFixesTestMixin(object):
     def setUp(self):
         tests.quiet_outside_tests()
         if common.mode() == 'dropin':
-            self.useFixture(nova_fixes_fixture.NovaFixes())
+            # nova-manage's drop-ins too: the test process has imported
+            # nova.cmd.manage (placement_audit) and is monkey patched.
+            self.useFixture(nova_fixes_fixture.NovaFixes(
+                services=registry.SERVICES))
         elif common.mode() == 'patched':
             missing = nova_fixes_activation.missing_patches()
             if missing:

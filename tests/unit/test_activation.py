@@ -13,6 +13,7 @@
 import copy
 import inspect
 import linecache
+import sys
 from unittest import mock
 
 import fixtures
@@ -26,12 +27,22 @@ from nova_fixes import fixture
 from nova_fixes import registry
 
 
-ALL = [fix.bug for fix in fixes.FIXES]
+#: The fixes activate() activates by default: those with code in one of
+#: nova's services (not only in nova-manage, see
+#: registry.DEFAULT_SERVICES).
+ALL = [fix.bug for fix in fixes.FIXES
+       if any(set(target.services) & set(registry.DEFAULT_SERVICES)
+              for target in fix.targets)]
 
 
 def _targets(fix):
-    return registry.targets_of(fix, activation.series_of(
-        activation.nova_version()))
+    """The targets activate() patches by default: not nova-manage's,
+    whose module this process must not import (see
+    registry.DEFAULT_SERVICES).
+    """
+    return [target for target in registry.targets_of(
+        fix, activation.series_of(activation.nova_version()))
+        if set(target.services) & set(registry.DEFAULT_SERVICES)]
 
 
 def _snapshot():
@@ -95,7 +106,7 @@ class ActivationTestCase(testtools.TestCase):
         # The last target of the fix is the one that does not match, so
         # that every target before it has been checked and would have been
         # patched by a non-atomic activation.
-        last = [target for fix in fixes.FIXES for target in fix.targets
+        last = [target for fix in fixes.FIXES for target in _targets(fix)
                 if not target.new][-1]
         # Every original recorded for the series (a distribution's own
         # tree too, on Debian 13's nova).
@@ -125,7 +136,7 @@ class ActivationTestCase(testtools.TestCase):
         # The release's record is the installed nova's own (on Debian 13,
         # whose originals are recorded as debian-13, it is not).
         targets = [target for fix in fixes.FIXES
-                   for target in registry.targets_of(fix, series)]
+                   for target in _targets(fix)]
         recorded[series] = {target.path: fingerprint.of_installed(target)
                             for target in targets}
         last = [target for target in targets if not target.new][-1]
@@ -169,13 +180,12 @@ class ActivationTestCase(testtools.TestCase):
         """nova's file says something else than what was recorded (a
         distro backport): the live function's own lines are what counts.
         """
-        series = activation.series_of(activation.nova_version())
         # A target whose function is the last of the targets in its file
         # (a line inserted there moves no other target's lines) and has a
         # line to change before the next target's.
         placed = {}
         for fix in fixes.FIXES:
-            for target in registry.targets_of(fix, series):
+            for target in _targets(fix):
                 if target.new:
                     continue
                 owner, name = activation._resolve(target.path)
@@ -336,8 +346,7 @@ class FixtureTestCase(testtools.TestCase):
         outer = _snapshot()
         with fixture.NovaFixes() as fix:
             self.assertEqual([1859496, 'orphans', 'interrupted_moves',
-                              'stale_moves', 'delete_mapping',
-                              'manage_audit'],
+                              'stale_moves', 'delete_mapping'],
                              fix.activated)
             self.assertCountEqual(ALL, nova_fixes.active_fixes())
         self.assertEqual([1848343], nova_fixes.active_fixes())
@@ -389,7 +398,7 @@ class DeactivateTestCase(testtools.TestCase):
         nova_fixes.activate()
         self.assertEqual([1859496], nova_fixes.deactivate([1859496]))
         self.assertEqual([1848343, 'orphans', 'interrupted_moves',
-                          'stale_moves', 'delete_mapping', 'manage_audit'],
+                          'stale_moves', 'delete_mapping'],
                          nova_fixes.active_fixes())
         from nova.api.openstack.compute import servers
         self.assertIs(self.before[
@@ -397,9 +406,40 @@ class DeactivateTestCase(testtools.TestCase):
             vars(servers.ServersController)['delete'])
         self.assertEqual([], nova_fixes.deactivate([1859496]))
         self.assertEqual([1848343, 'orphans', 'interrupted_moves',
-                          'stale_moves', 'delete_mapping', 'manage_audit'],
+                          'stale_moves', 'delete_mapping'],
                          nova_fixes.deactivate())
         self.assertEqual(self.before, _snapshot())
 
     def test_deactivate_an_unknown_fix(self):
         self.assertRaises(nova_fixes.UnknownFix, nova_fixes.deactivate, [1])
+
+
+class CheckSourceTestCase(testtools.TestCase):
+    """nova-fixes check's guard for nova-manage's targets, read from the
+    installed source without importing nova.cmd.manage.
+    """
+
+    def _manage_targets(self):
+        series = activation.series_of(activation.nova_version())
+        return series, [target for fix in fixes.FIXES
+                        for target in registry.targets_of(fix, series)
+                        if 'manage' in target.services]
+
+    def test_recorded_passes_without_importing(self):
+        series, targets = self._manage_targets()
+        self.assertTrue(targets)
+        imported = 'nova.cmd.manage' in sys.modules
+        for target in targets:
+            activation.check_source(target, series, fingerprint.recorded())
+        self.assertEqual(imported, 'nova.cmd.manage' in sys.modules)
+
+    def test_changed_fingerprint_is_refused(self):
+        series, targets = self._manage_targets()
+        recorded = copy.deepcopy(fingerprint.recorded())
+        replaced = [t for t in targets if not t.new][0]
+        for key, _what in fingerprint.originals(series, recorded):
+            recorded[key][replaced.path] = 'f' * 20
+        exc = self.assertRaises(nova_fixes.TargetMismatch,
+                                activation.check_source, replaced, series,
+                                recorded)
+        self.assertIn(replaced.path, str(exc))

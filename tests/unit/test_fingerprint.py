@@ -82,7 +82,10 @@ class Client(object):
         series = activation.series_of(activation.nova_version())
         for fix in fixes.FIXES:
             for target in registry.targets_of(fix, series):
-                if target.new:
+                if target.new or not set(target.services) & set(
+                        registry.DEFAULT_SERVICES):
+                    # nova-manage's module is not imported here (see
+                    # registry.DEFAULT_SERVICES).
                     continue
                 owner, name = activation._resolve(target.path)
                 self.assertEqual(
