@@ -25,8 +25,8 @@
 4. the race explorer's CI subset (``python -m tests.explore --ci --modes
    delete,audit``), its own count: every fixed-side run OK (in the audit
    mode: nova-fixes audit --heal changed nothing at any step), every
-   known vanilla leak found, every worker whole (``--explore none`` leaves it out; tox -e explore
-   runs the whole exploration).
+   known vanilla leak found, every worker whole (``--explore none``
+   leaves it out; tox -e explore runs the whole exploration).
 
 The last line is "N passed, N failed, N skipped", computed from those
 results (a test that its own suite skips is neither passed nor failed);
