@@ -95,8 +95,8 @@ class _ManageAuditTestBase(base.NovaFixesTestMixin,
         before = self._all_allocations()
         result, out = self.placement_audit(delete=True)
         self.assertEqual(before, self._all_allocations(),
-                         'nova-manage placement audit --delete took a '
-                         'claim nova still uses:\n%s' % out)
+                         base.LEAK + 'nova-manage placement audit --delete '
+                         'took a claim nova still uses:\n%s' % out)
         self.assertEqual(0, result, out)
         self.assertIn('left alone', out)
         return out
