@@ -27,12 +27,13 @@ from nova_fixes import fixture
 from nova_fixes import registry
 
 
-#: The fixes activate() activates by default: those with code in one of
-#: nova's services (not only in nova-manage, see
-#: registry.DEFAULT_SERVICES).
+#: The fixes activate() activates by default on the installed nova's
+#: series: those with code there in one of nova's services (not only in
+#: nova-manage, see registry.DEFAULT_SERVICES).
 ALL = [fix.bug for fix in fixes.FIXES
        if any(set(target.services) & set(registry.DEFAULT_SERVICES)
-              for target in fix.targets)]
+              for target in registry.targets_of(
+                  fix, activation.series_of(activation.nova_version())))]
 
 
 def _targets(fix):

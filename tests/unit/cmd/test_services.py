@@ -22,14 +22,16 @@ from oslo_log import log as oslo_logging
 import testtools
 
 import nova_fixes
+from nova_fixes import activation
 from nova_fixes.cmd import services
 from nova_fixes import registry
 
-#: What activate() activates by default (not nova-manage's fixes alone,
-#: see registry.DEFAULT_SERVICES).
+#: What activate() activates by default on the installed nova's series
+#: (not nova-manage's fixes alone, see registry.DEFAULT_SERVICES).
 ALL = [fix.bug for fix in nova_fixes.FIXES
        if any(set(target.services) & set(registry.DEFAULT_SERVICES)
-              for target in fix.targets)]
+              for target in registry.targets_of(
+                  fix, activation.series_of(activation.nova_version())))]
 ACTIVATED = 'nova-fixes: activated fixes for bugs'
 
 
