@@ -87,10 +87,12 @@ def _resolve(path):
     return owner, name
 
 
-def _check(target, series, recorded):
-    """Raise TargetMismatch unless the live target is the recorded one."""
-    # The series' release, and a distribution's own tree of the series
-    # (Debian 13's 31.0.0 with its patches for 2025.1) where it differs.
+def _expected(target, series, recorded):
+    """[(fingerprint, what it is)] recorded for the target: the series'
+    release, and a distribution's own tree of the series (Debian 13's
+    31.0.0 with its patches for 2025.1) where it differs. Raises
+    TargetMismatch when none is.
+    """
     expected = [(recorded[key][target.path], what) for key, what
                 in fingerprint.originals(series, recorded)
                 if target.path in recorded[key]]
@@ -98,6 +100,12 @@ def _check(target, series, recorded):
         raise errors.TargetMismatch(
             target.path, series,
             'no original is recorded for this series')
+    return expected
+
+
+def _check(target, series, recorded):
+    """Raise TargetMismatch unless the live target is the recorded one."""
+    expected = _expected(target, series, recorded)
     owner, name = _resolve(target.path)
     present = name in vars(owner)
     if target.new:
@@ -133,13 +141,7 @@ def check_source(target, series, recorded):
     its module: for nova-manage's targets outside nova-manage, whose
     module would monkey patch the process (registry.DEFAULT_SERVICES).
     """
-    expected = [(recorded[key][target.path], what) for key, what
-                in fingerprint.originals(series, recorded)
-                if target.path in recorded[key]]
-    if not expected:
-        raise errors.TargetMismatch(
-            target.path, series,
-            'no original is recorded for this series')
+    expected = _expected(target, series, recorded)
     actual = fingerprint.of_installed(target)
     if target.new:
         if actual != fingerprint.ABSENT:

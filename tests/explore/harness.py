@@ -493,6 +493,21 @@ class ExploreCase(base.NovaFixesTestMixin,
         self.deleted.set()
         return self._retry_delete()
 
+    def _operation_ends(self):
+        """The held step released: the operation runs to its end (its
+        error noted) and nova settles; False (an ERROR) if it does not
+        end within OP_TIMEOUT.
+        """
+        if not self._driver_done.wait(OP_TIMEOUT):
+            self._outcome_.error('the operation did not finish once the '
+                                 'step was released')
+            return False
+        if self._driver_error:
+            self._outcome_.details.append(
+                'operation: ' + self._driver_error[0])
+        self.settle()
+        return True
+
     def _audit_and_survive(self, step):
         """Mode ``audit``: the operation runs to ``step`` and is held
         there while nova-fixes audit runs with heal; released, it runs to
@@ -522,14 +537,8 @@ class ExploreCase(base.NovaFixesTestMixin,
                                   % (v.verdict, v.consumer, v.kind,
                                      v.server, v.evidence))
         tracker.release.set()
-        if not self._driver_done.wait(OP_TIMEOUT):
-            self._outcome_.error('the operation did not finish once the '
-                                 'step was released')
+        if not self._operation_ends():
             return False
-        if self._driver_error:
-            self._outcome_.details.append(
-                'operation: ' + self._driver_error[0])
-        self.settle()
         self.operation.restore(self)
         self.settle()
         self._survive()
@@ -568,14 +577,8 @@ class ExploreCase(base.NovaFixesTestMixin,
         else:
             self._outage.set()
         tracker.release.set()
-        if not self._driver_done.wait(OP_TIMEOUT):
-            self._outcome_.error('the operation did not finish once the '
-                                 'step was released')
+        if not self._operation_ends():
             return False
-        if self._driver_error:
-            self._outcome_.details.append(
-                'operation: ' + self._driver_error[0])
-        self.settle()
         if self._outage is not None:
             self._outage.clear()
             self.settle()
@@ -697,14 +700,8 @@ class ExploreCase(base.NovaFixesTestMixin,
                     'released' % DELETE_TIMEOUT)
                 return False
             self._delete_errors()
-        if not self._driver_done.wait(OP_TIMEOUT):
-            self._outcome_.error('the operation did not finish once the '
-                               'step was released')
+        if not self._operation_ends():
             return False
-        if self._driver_error:
-            self._outcome_.details.append(
-                'operation: ' + self._driver_error[0])
-        self.settle()
         if self._down_host:
             self.bring_up(self._down_host)
             self.settle()

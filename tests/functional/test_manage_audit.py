@@ -25,55 +25,26 @@ unless it is an instance recorded on the node or a migration in progress
 there, and deletes all four.
 """
 
-import threading
-
-from nova.compute import manager as compute_manager
 from nova import context as nova_context
 from nova import objects
-from nova.tests.functional import integrated_helpers
 from oslo_utils.fixture import uuidsentinel as uuids
 
 from tests.functional import base
+from tests.functional import test_audit
 
 TIMEOUT = 30
 
 
-class _ManageAuditTestBase(base.NovaFixesTestMixin,
-                           integrated_helpers.ProviderUsageBaseTestCase):
-    compute_driver = 'fake.MediumFakeDriver'
+class _ManageAuditTestBase(test_audit._AuditTestBase):
+    """test_audit's two computes and helpers (hold, put_allocations); these
+    tests recreate a bug of nova-manage's audit.
+    """
+    recreates = True
 
-    def setUp(self):
-        super(_ManageAuditTestBase, self).setUp()
-        self._start_compute('host1')
-        self._start_compute('host2')
-
-    def hold(self, method):
-        """ComputeManager.<method> waits until the test releases it:
-        (reached, release).
-        """
-        reached = threading.Event()
-        release = threading.Event()
-        self.addCleanup(release.set)
-        original = getattr(compute_manager.ComputeManager, method)
-
-        def held(*args, **kwargs):
-            reached.set()
-            release.wait(TIMEOUT)
-            return original(*args, **kwargs)
-
-        self.stub_out('nova.compute.manager.ComputeManager.' + method, held)
-        return reached, release
-
-    def put_allocations(self, consumer, allocations, server):
-        body = self.placement.get('/allocations/%s' % consumer,
-                                  version='1.28').body
-        resp = self.placement.put('/allocations/%s' % consumer, {
-            'allocations': {rp: {'resources': res}
-                            for rp, res in allocations.items()},
-            'consumer_generation': body.get('consumer_generation'),
-            'project_id': server['tenant_id'],
-            'user_id': server['user_id']}, version='1.28')
-        self.assertEqual(204, resp.status, resp.body)
+    @staticmethod
+    def owner(server):
+        """The project and user put_allocations writes for ``server``."""
+        return server['tenant_id'], server['user_id']
 
     def ended_migration(self, server, source, dest, status):
         """A migration record of a move of ``server`` that is over."""
@@ -146,7 +117,7 @@ class LiveClaimsTest(_ManageAuditTestBase):
         self.put_allocations(
             server['id'], {self._get_provider_uuid_by_host(other):
                            self._flavor_resources(server['flavor'])},
-            server)
+            *self.owner(server))
         out = self.audit_deletes_nothing()
         self.assertIn('misplaced, not orphaned', out)
 
@@ -162,8 +133,10 @@ class LiveClaimsTest(_ManageAuditTestBase):
         self.ended_migration(server, host, other, 'error')
         held = {self._get_provider_uuid_by_host(host):
                 self._flavor_resources(server['flavor'])}
-        self.put_allocations(uuids.migration, held, server)
-        self.put_allocations(server['id'], {}, server)
+        self.put_allocations(uuids.migration, held,
+            *self.owner(server))
+        self.put_allocations(server['id'], {},
+            *self.owner(server))
         out = self.audit_deletes_nothing()
         self.assertIn('misplaced, not orphaned', out)
 
@@ -180,7 +153,8 @@ class OrphansTest(_ManageAuditTestBase):
                 self._flavor_resources(server['flavor'])}
         self.delete_server_and_wait(server)
         # What a leak of a delete leaves: the deleted server's claim.
-        self.put_allocations(server['id'], held, server)
+        self.put_allocations(server['id'], held,
+            *self.owner(server))
         result, out = self.placement_audit(delete=True)
         self.assertEqual(4, result, out)
         self.assertEqual({}, self._all_allocations())
@@ -195,9 +169,9 @@ class OrphansTest(_ManageAuditTestBase):
         self.ended_migration(server, other, host, 'confirmed')
         other_rp = self._get_provider_uuid_by_host(other)
         self.put_allocations(uuids.migration, {other_rp: {'VCPU': 1}},
-                             server)
+            *self.owner(server))
         self.put_allocations(uuids.stranger, {other_rp: {'VCPU': 1}},
-                             server)
+            *self.owner(server))
         result, out = self.placement_audit(delete=True)
         self.assertEqual(4, result, out)
         self.assertIn('Processed 2 allocations.', out)
