@@ -25,8 +25,6 @@ RECREATE_SLUG = 'Recreate-a-DELETE-answering-500-when-its-mapping-write-fails'
 FIX_SLUG = "Queue-a-deleted-server-s-mapping-before-its-delete"
 NOVA_TEST = _REGRESSIONS + 'test_bug_1783613_delete_mapping_write.py'
 NOTES = ('delete-mapping-write-fails-3b8e1f40c6d92a57.yaml',)
-#: Only 2026.2's originals are recorded so far.
-SERIES = ('2026.2',)
 API_UNIT = 'nova/tests/unit/compute/test_api.py'
 
 TARGETS = (
@@ -34,13 +32,13 @@ TARGETS = (
                     'nova_fixes.nova.exception:'
                     'DatabaseUnavailableForDelete', new=True,
                     after='ConfirmNotAnsweredForDelete',
-                    services=('api',), series=SERIES),
+                    services=('api',)),
     registry.Target('nova.compute.api:API._do_delete',
                     'nova_fixes.nova.compute.api:_do_delete',
-                    services=('api',), series=SERIES),
+                    services=('api',)),
     registry.Target('nova.compute.api:API._do_soft_delete',
                     'nova_fixes.nova.compute.api:_do_soft_delete',
-                    services=('api',), series=SERIES),
+                    services=('api',)),
 )
 
 RECREATE_MESSAGE = """\
@@ -88,7 +86,6 @@ FIX = registry.Fix(
     unit_tests=(
         registry.NovaUnitTests(API_UNIT, 'compute_api_mapping_write.py'),
     ),
-    series=SERIES,
     patch=registry.Patch(
         slug=FIX_SLUG,
         subject="Queue a deleted server's mapping before its delete",
