@@ -40,6 +40,7 @@ import difflib
 import hashlib
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -47,7 +48,7 @@ import tempfile
 import time
 
 TREE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, TREE)
+sys.path[:0] = [TREE, os.path.join(TREE, 'tools')]
 
 from nova_fixes import errors  # noqa: E402
 from nova_fixes import registry  # noqa: E402
@@ -57,14 +58,16 @@ SUITES = ('unit', 'functional')
 #: The list of the tests that fail on both trees, with their reasons.
 SHARED_FAILURES = os.path.join(TREE, 'tools', 'nova_gate_shared_failures.txt')
 
-#: Trees nova-gate cannot build here, and why (a distribution's tree).
-NOT_HERE = {
-    'debian-13': (
-        "Debian 13's tree (tox -e debian-quilt -- --work DIR) runs only "
-        "with Debian 13's python3 and python3-* packages, in a trixie "
-        'chroot such as tox -e debian-build makes; running nova\'s whole '
-        'suites there is a follow-up (doc/source/contributor/'
-        'nova-gate.rst), not done by tox -e nova-gate'),
+#: The series whose trees are Debian's nova source packages, with their
+#: Debian release (tools/debian_build.py's RELEASES): the vanilla tree is
+#: the source with Debian's patches, the patched tree has the series'
+#: patch set pushed on them with quilt; both suites run in a chroot of
+#: the release, by its python3, with its packages (2022.2's nova does
+#: not install from PyPI on this machine's Python, and Debian 13's tree
+#: is not a released sdist).
+DEBIAN = {
+    '2022.2': 'bookworm',
+    'debian-13': 'trixie',
 }
 
 #: nova's tox environment for each suite (nova's tox.ini, [testenv] and
@@ -87,18 +90,18 @@ class GateError(errors.NovaFixesError):
 
 
 def known_series():
-    return registry.SUPPORTED_SERIES + tuple(sorted(NOT_HERE))
+    return registry.SUPPORTED_SERIES + tuple(
+        sorted(set(DEBIAN) - set(registry.SUPPORTED_SERIES)))
 
 
 def check_series(series):
     """The series, if nova-gate knows it; a clear error otherwise."""
     if series not in known_series():
         raise errors.UnknownSeries(series, known_series())
-    if series in NOT_HERE:
-        raise GateError('nova-gate: %s: %s' % (series, NOT_HERE[series]))
+    if series in DEBIAN:
+        return series
     if not os.path.exists(os.path.join(TREE, 'constraints',
                                        '%s.txt' % series)):
-        # 2022.2: tested on Debian 12's packaged nova (tox -e debian).
         raise GateError('nova-gate: %s has no constraints/%s.txt to '
                         'install its nova with; series with one: %s' % (
                             series, series, ', '.join(
@@ -444,6 +447,10 @@ def main(argv=None):
                    help='only the test ids matching this regex')
     p.add_argument('--install-requirements', action='store_true',
                    help="install nova's test requirements and exit")
+    p.add_argument('--trees', nargs=2, metavar=('VANILLA', 'PATCHED'),
+                   help='compare these two trees as they are (what the '
+                        "chroot of a Debian tree runs); nova's imports "
+                        'come from each tree')
     args = p.parse_args(argv)
     sys.stdout.reconfigure(line_buffering=True)
     if args.install_requirements:
@@ -456,6 +463,27 @@ def main(argv=None):
         print(str(e), file=sys.stderr)
         print('0 passed, 1 failed')
         return 2
+    if args.trees:
+        if args.drop_ins:
+            print('nova-gate: --trees compares two trees; --drop-ins needs '
+                  'a released sdist', file=sys.stderr)
+            print('0 passed, 1 failed')
+            return 2
+        start = time.time()
+        passed, failed = compare_trees(
+            series, args.trees[0], args.trees[1], args.suite or SUITES,
+            piece, args.concurrency, shared, args.filter)
+        print('nova-gate (%s%s) took %d s' % (series, slice_name(piece),
+                                              time.time() - start))
+        print('%d passed, %d failed' % (passed, failed))
+        return 1 if failed else 0
+    if series in DEBIAN:
+        try:
+            return debian_gate(series, args)
+        except errors.NovaFixesError as e:
+            print(str(e), file=sys.stderr)
+            print('0 passed, 1 failed')
+            return 2
     here = installed_series()
     if series != here:
         if os.environ.get('NOVA_GATE_SWITCHED') or not shutil.which('tox'):
@@ -480,8 +508,6 @@ def gate(series, suites, piece, drop_ins, concurrency, shared, pattern):
     start = time.time()
     released = sdist.released_tree(series)
     work = tempfile.mkdtemp(prefix='nova-gate-%s-' % series)
-    total_passed = total_failed = 0
-    side = 'with the drop-ins' if drop_ins else 'on the patched tree'
     try:
         vanilla_tree = os.path.join(work, 'vanilla')
         shutil.copytree(released, vanilla_tree)
@@ -490,59 +516,202 @@ def gate(series, suites, piece, drop_ins, concurrency, shared, pattern):
         names = patch.verify(series, patched_tree, write_tree=True)
         print('nova-gate: %s: applied %d patches' % (series, len(names)))
         changes = series_changes(series, released, patched_tree)
-        for suite in suites:
-            where = '%s%s' % (suite, slice_name(piece))
-            label = 'nova-gate (%s, %s' % (series, where)
-            vanilla = run_tree(label + ', vanilla)', vanilla_tree, suite,
-                               piece, concurrency, pattern=pattern)
-            if drop_ins:
-                other = run_tree(
-                    label + ', drop-ins)', vanilla_tree, suite, piece,
-                    concurrency, pattern=pattern,
-                    extra_env={'NOVA_FIXES_WORKER_BOOT': DROPIN_BOOT})
-            else:
-                other = run_tree(label + ', patched)', patched_tree, suite,
-                                 piece, concurrency, pattern=pattern)
-            result = compare(other, vanilla)
-            unlisted, stale = check_shared(result.both, vanilla, shared,
-                                           series)
-            only = result.only_patched
-            owned = []
-            if drop_ins:
-                edited = set(edited_tests(changes, list(vanilla),
-                                          series_flips(series)))
-                owned = [t for t in only if t in edited]
-                only = [t for t in only if t not in edited]
-                print('%s, drop-ins): %d tests fail only with the '
-                      'drop-ins; the series edits %d of the tests run'
-                      % (label, len(result.only_patched), len(edited)))
-                for t in result.only_patched:
-                    print('  %s %s' % ('edited by the series' if t in
-                                       edited else 'NOT EDITED', t))
-                for t in sorted(edited - set(result.only_patched)):
-                    print('  edited, passes unedited with the drop-ins: %s'
-                          % t)
-            failed = len(only) + len(unlisted) + len(stale)
-            print('%s): %d passed, %d failed, %d only %s' % (
-                label, result.passed, result.failed, len(only), side))
-            for t in only:
-                print('  FAILED only %s: %s' % (side, t))
-            for t in result.both:
-                reason = shared[t].reason if t in shared else (
-                    'NOT LISTED in %s' % os.path.relpath(SHARED_FAILURES,
-                                                          TREE))
-                print('  fails on both trees: %s (%s)' % (t, reason))
-            for t in stale:
-                print('  now passes on vanilla: remove it from the list: %s'
-                      % t)
-            total_passed += result.passed + len(owned)
-            total_failed += failed
+        passed, failed = compare_trees(
+            series, vanilla_tree, patched_tree, suites, piece, concurrency,
+            shared, pattern, drop_ins=drop_ins, changes=changes,
+            flips=series_flips(series) if drop_ins else ())
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print('nova-gate (%s%s) took %d s' % (series, slice_name(piece),
                                           time.time() - start))
-    print('%d passed, %d failed' % (total_passed, total_failed))
-    return 1 if total_failed else 0
+    print('%d passed, %d failed' % (passed, failed))
+    return 1 if failed else 0
+
+
+def compare_trees(series, vanilla_tree, patched_tree, suites, piece,
+                  concurrency, shared, pattern, drop_ins=False, changes=(),
+                  flips=()):
+    """Run each suite on both trees (or on vanilla with the drop-ins) and
+    compare them test by test, printing one line per suite: (passed,
+    failed) summed over the suites.
+    """
+    total_passed = total_failed = 0
+    side = 'with the drop-ins' if drop_ins else 'on the patched tree'
+    for suite in suites:
+        where = '%s%s' % (suite, slice_name(piece))
+        label = 'nova-gate (%s, %s' % (series, where)
+        vanilla = run_tree(label + ', vanilla)', vanilla_tree, suite,
+                           piece, concurrency, pattern=pattern)
+        if drop_ins:
+            other = run_tree(
+                label + ', drop-ins)', vanilla_tree, suite, piece,
+                concurrency, pattern=pattern,
+                extra_env={'NOVA_FIXES_WORKER_BOOT': DROPIN_BOOT})
+        else:
+            other = run_tree(label + ', patched)', patched_tree, suite,
+                             piece, concurrency, pattern=pattern)
+        result = compare(other, vanilla)
+        unlisted, stale = check_shared(result.both, vanilla, shared, series)
+        only = result.only_patched
+        owned = []
+        if drop_ins:
+            edited = set(edited_tests(changes, list(vanilla), flips))
+            owned = [t for t in only if t in edited]
+            only = [t for t in only if t not in edited]
+            print('%s, drop-ins): %d tests fail only with the drop-ins; '
+                  'the series edits %d of the tests run'
+                  % (label, len(result.only_patched), len(edited)))
+            for t in result.only_patched:
+                print('  %s %s' % ('edited by the series' if t in edited
+                                   else 'NOT EDITED', t))
+            for t in sorted(edited - set(result.only_patched)):
+                print('  edited, passes unedited with the drop-ins: %s' % t)
+        failed = len(only) + len(unlisted) + len(stale)
+        print('%s): %d passed, %d failed, %d only %s' % (
+            label, result.passed, result.failed, len(only), side))
+        for t in only:
+            print('  FAILED only %s: %s' % (side, t))
+        for t in result.both:
+            reason = shared[t].reason if t in shared else (
+                'NOT LISTED in %s' % os.path.relpath(SHARED_FAILURES, TREE))
+            print('  fails on both trees: %s (%s)' % (t, reason))
+        for t in stale:
+            print('  now passes on vanilla: remove it from the list: %s' % t)
+        total_passed += result.passed + len(owned)
+        total_failed += failed
+    return total_passed, total_failed
+
+
+# -- Debian's trees -----------------------------------------------------
+
+#: What the chroot installs beside the source's build dependencies (which
+#: carry nova's test libraries: Debian runs nova's unit tests in its
+#: build): the runner, and placement for the functional suite.
+DEBIAN_PACKAGES = ('python3-stestr', 'python3-subunit', 'python3-placement',
+                   'python3-wsgi-intercept', 'python3-oslotest')
+
+
+def debian_trees(series, work):
+    """(vanilla tree, patched tree, codename, the release's suites, the
+    archive's URIs): Debian's nova source of the series' release, once
+    with Debian's patches pushed, once with the series' patch set pushed
+    on them (quilt, no fuzz: tools/check_debian_quilt.py).
+    """
+    import check_debian_quilt
+    codename = DEBIAN[series]
+    label, suites, nova_series, patch_set = next(
+        r for r in check_debian_quilt.RELEASES if r[1][0] == codename)
+    uris = check_debian_quilt.archive_uris()
+    apt = check_debian_quilt.Apt(os.path.join(work, 'apt'), uris)
+    apt.update()
+    source = os.path.join(work, 'source')
+    os.makedirs(source)
+    version, tree, not_served = apt.source(
+        apt.source_versions(suites), source, nova_series)
+    for line in not_served:
+        print('nova-gate (%s): %s' % (series, line))
+    vanilla = os.path.join(work, 'vanilla')
+    shutil.copytree(tree, vanilla, symlinks=True)
+    subprocess.run(['quilt', 'push', '-a', '-q'], cwd=vanilla, check=True,
+                   capture_output=True,
+                   env=dict(os.environ, QUILT_PATCHES='debian/patches',
+                            QUILT_PC='.pc'))
+    debian, added, _offsets = check_debian_quilt.quilt_on_debian(
+        tree, nova_series, patch_set)
+    print("nova-gate (%s): %s, Debian's nova source %s: %d of Debian's "
+          'patches on both trees, %d of patches/%s on the patched one'
+          % (series, label, version, len(debian), len(added), patch_set))
+    return vanilla, tree, codename, suites, uris
+
+
+def version_of(tree):
+    """The upstream version of a Debian source tree's changelog."""
+    with open(os.path.join(tree, 'debian', 'changelog')) as f:
+        first = f.readline()
+    found = re.search(r'\((?:\d+:)?([^-)~+]+)', first)
+    if not found:
+        raise GateError('nova-gate: no version in %s/debian/changelog: %r'
+                        % (tree, first.strip()))
+    return found.group(1)
+
+
+def debian_gate(series, args):
+    """Both suites on Debian's trees of the series, in a chroot of its
+    release: the trees and this project are copied in, the source's build
+    dependencies and DEBIAN_PACKAGES installed, and this script runs there
+    again (--trees) by the release's python3.
+    """
+    import debian_build
+    missing = [prog for prog in ('debootstrap', 'dpkg-source', 'quilt',
+                                 'chroot', 'mount')
+               if shutil.which(prog) is None]
+    if missing or os.geteuid() != 0:
+        raise GateError('nova-gate: %s is Debian\'s tree, built in a '
+                        'chroot: needs root and %s (apt-get install '
+                        'debootstrap dpkg-dev quilt)' % (
+                            series, ', '.join(missing) or 'is not root'))
+    if args.drop_ins:
+        raise GateError('nova-gate: %s: --drop-ins runs on a released '
+                        "sdist; the drop-ins on Debian's package are "
+                        'tox -e debian-build\'s' % series)
+    import check_debian_quilt
+    start = time.time()
+    work = tempfile.mkdtemp(prefix='nova-gate-%s-' % series)
+    root = None
+    status, out = None, ''
+    try:
+        vanilla, patched, codename, suites, uris = debian_trees(series,
+                                                               work)
+        base, made = debian_build.base_chroot(codename, suites, uris)
+        print('nova-gate (%s): base chroot %s (%s)' % (
+            series, base, 'made' if made else 'reused'))
+        root = debian_build.Chroot(base, os.path.join(work, 'root'))
+        for name, tree in (('vanilla', vanilla), ('patched', patched)):
+            shutil.copytree(tree, os.path.join(root.root, 'gate', name),
+                            symlinks=True)
+        debian_build.project_copy(os.path.join(root.root, 'nova-fixes'))
+        root.run('apt-get update -q && apt-get build-dep -y -q '
+                 '--no-install-recommends /gate/patched && apt-get install '
+                 '-y -q --no-install-recommends %s'
+                 % ' '.join(DEBIAN_PACKAGES),
+                 debian_build.TIMEOUTS['apt'])
+        # nova's entry points (stevedore's plugins) are read from its
+        # egg-info, which a source package's tree may lack.
+        root.run('for t in /gate/vanilla /gate/patched; do cd $t; '
+                 'ls -d *.egg-info >/dev/null 2>&1 || PBR_VERSION=%s '
+                 'python3 setup.py -q egg_info >/dev/null; done'
+                 % version_of(vanilla))
+        print('nova-gate (%s): the chroot is ready (%d s)' % (
+            series, time.time() - start))
+        inner = ['python3', '/nova-fixes/tools/nova_gate.py', series,
+                 '--trees', '/gate/vanilla', '/gate/patched']
+        for suite in args.suite or ():
+            inner += ['--suite', suite]
+        for option, value in (('--slice', args.slice),
+                              ('--concurrency', args.concurrency),
+                              ('--filter', args.filter)):
+            if value is not None:
+                inner += [option, str(value)]
+        status, out = root.run(
+            ' '.join(shlex.quote(str(a)) for a in inner),
+            timeout=6 * 3600, echo=True)
+    except (debian_build.BuildFailed, check_debian_quilt.CheckFailed,
+            subprocess.CalledProcessError) as e:
+        print('nova-gate (%s): FAILED: %s' % (series, e))
+    finally:
+        if root is not None:
+            root.close()
+        shutil.rmtree(work, ignore_errors=True)
+    counts = re.findall(r'^(\d+) passed, (\d+) failed$', out, re.M)
+    passed, failed = (int(c) for c in counts[-1]) if counts else (0, 1)
+    if not counts:
+        print('nova-gate (%s): the chroot ended without its count (exit '
+              '%s)' % (series, status))
+    print('nova-gate (%s%s) took %d s' % (series, slice_name(
+        parse_slice(args.slice) if args.slice else None),
+        time.time() - start))
+    print('%d passed, %d failed' % (passed, failed))
+    return 1 if failed else 0
 
 
 if __name__ == '__main__':

@@ -15,6 +15,7 @@ import os
 import sys
 from unittest import mock
 
+import fixtures
 import testtools
 
 TOOLS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
@@ -168,18 +169,63 @@ class SeriesTest(testtools.TestCase):
         for series in registry.SUPPORTED_SERIES + ('debian-13',):
             self.assertIn(series, str(e))
 
-    def test_debian_13_says_why_not(self):
-        e = self.assertRaises(nova_gate.GateError, nova_gate.check_series,
-                              'debian-13')
-        self.assertIn('debian-13', str(e))
-        self.assertIn('chroot', str(e))
+    def test_debian_trees_are_known(self):
+        self.assertEqual('debian-13', nova_gate.check_series('debian-13'))
+        self.assertEqual('2022.2', nova_gate.check_series('2022.2'))
+        self.assertEqual('trixie', nova_gate.DEBIAN['debian-13'])
+        self.assertEqual('bookworm', nova_gate.DEBIAN['2022.2'])
 
     def test_a_series_without_constraints_is_refused(self):
-        e = self.assertRaises(nova_gate.GateError, nova_gate.check_series,
-                              '2022.2')
-        self.assertIn('constraints/2022.2.txt', str(e))
+        real = os.path.exists
+        with mock.patch('os.path.exists', side_effect=lambda p: (
+                False if p.endswith('constraints/2025.1.txt') else
+                real(p))):
+            e = self.assertRaises(nova_gate.GateError,
+                                  nova_gate.check_series, '2025.1')
+        self.assertIn('constraints/2025.1.txt', str(e))
         self.assertIn('2026.2', str(e))
+        self.assertNotIn('2025.1,', str(e))
         self.assertEqual('2025.1', nova_gate.check_series('2025.1'))
+
+    def test_debian_tree_needs_root_and_its_tools(self):
+        args = nova_gate.argparse.Namespace(drop_ins=False)
+        with mock.patch('shutil.which', return_value=None):
+            e = self.assertRaises(nova_gate.GateError,
+                                  nova_gate.debian_gate, 'debian-13', args)
+        self.assertIn('debootstrap', str(e))
+        self.assertIn('debian-13', str(e))
+
+    def test_debian_tree_refuses_drop_ins(self):
+        args = nova_gate.argparse.Namespace(drop_ins=True)
+        with mock.patch('shutil.which', return_value='/usr/bin/x'), \
+                mock.patch('os.geteuid', return_value=0):
+            e = self.assertRaises(nova_gate.GateError,
+                                  nova_gate.debian_gate, '2022.2', args)
+        self.assertIn('--drop-ins', str(e))
+        self.assertIn('debian-build', str(e))
+
+    def test_version_of_a_debian_tree(self):
+        tree = self.useFixture(fixtures.TempDir()).path
+        os.makedirs(os.path.join(tree, 'debian'))
+        with open(os.path.join(tree, 'debian', 'changelog'), 'w') as f:
+            f.write('nova (2:31.0.0-6+deb13u2) trixie-security; '
+                    'urgency=medium\n')
+        self.assertEqual('31.0.0', nova_gate.version_of(tree))
+        with open(os.path.join(tree, 'debian', 'changelog'), 'w') as f:
+            f.write('garbage\n')
+        e = self.assertRaises(nova_gate.GateError, nova_gate.version_of,
+                              tree)
+        self.assertIn('garbage', str(e))
+
+    def test_trees_refuse_drop_ins(self):
+        out, err = io.StringIO(), io.StringIO()
+        with mock.patch('sys.stdout', out), mock.patch('sys.stderr', err):
+            out.reconfigure = mock.Mock()
+            self.assertEqual(2, nova_gate.main(
+                ['debian-13', '--trees', '/a', '/b', '--drop-ins']))
+        self.assertIn('--drop-ins', err.getvalue())
+        self.assertEqual('0 passed, 1 failed',
+                         out.getvalue().splitlines()[-1])
 
     def test_main_unknown_series_fails_with_a_count(self):
         out, err = io.StringIO(), io.StringIO()
