@@ -19,7 +19,9 @@ Every consumer with allocations gets one verdict, with its evidence:
   source, as nova defines it);
 - ``in flight``: a build or a move still going, left alone;
 - ``misplaced``: a live server holding a node its guest is not on, or the
-  migration consumer of a move that is over holding what its server needs;
+  migration consumer of a move that is over holding what its server needs
+  (over: its migration ended, or is ``abandoned()``: still recorded in
+  progress, its server settled, unchanged for the grace);
 - ``leaked``: a deleted or archived server, a migration of one, a migration
   of a move that is over holding nothing its server needs, an unknown
   consumer;
@@ -290,11 +292,27 @@ def decide(uuid, held, facts, roots):
     return _decide_instance(uuid, held, inst, facts, roots, v)
 
 
+def abandoned(mig, inst, facts):
+    """Whether a migration nova still records in progress belongs to a
+    move that is over: its server has no task state and is not resized
+    (every move sets a task state before its migration exists and keeps
+    one until its end, but for VERIFY_RESIZE and the confirm the API casts
+    from it), and the record has not changed for the grace. What a
+    compute that died in the move and rolled it back at its restart
+    leaves: nova never ends that migration.
+    """
+    if inst.task_state is not None or inst.vm_state == vm_states.RESIZED:
+        return False
+    quiet = _seconds_since_update(mig, facts)
+    return quiet is not None and quiet >= facts.grace
+
+
 def _decide_instance(uuid, held, inst, facts, roots, v):
     kw = dict(kind='instance', server=uuid)
     if inst.task_state is not None:
         return v(IN_FLIGHT, 'task state %s' % inst.task_state, **kw)
-    moving = facts.moving.get(uuid, [])
+    moving = [m for m in facts.moving.get(uuid, [])
+              if not abandoned(m, inst, facts)]
     resized = (inst.vm_state == vm_states.RESIZED and
                [m for m in moving if m.status == 'finished'])
     if moving and not resized:
@@ -342,19 +360,26 @@ def _decide_migration(uuid, held, mig, facts, roots, v):
             if rp is not None and _roots(held, roots) == {rp}:
                 return v(RIGHT, 'VERIFY_RESIZE: the source %s'
                          % mig.source_node, **kw)
-        return v(IN_FLIGHT, 'migration %s' % mig.status, **kw)
-    ended = _seconds_since_update(mig, facts)
-    if ended is not None and ended < facts.grace:
-        return v(IN_FLIGHT, 'the move ended %d s ago (%s), under the '
-                 'grace of %d s: nova may still be giving its allocations '
-                 'back' % (ended, mig.status, facts.grace), **kw)
+        if not abandoned(mig, inst, facts):
+            return v(IN_FLIGHT, 'migration %s' % mig.status, **kw)
+        over = ('abandoned: still %s, not updated for %d s, its server %s '
+                'with no task state' % (
+                    mig.status, _seconds_since_update(mig, facts),
+                    inst.vm_state))
+    else:
+        ended = _seconds_since_update(mig, facts)
+        if ended is not None and ended < facts.grace:
+            return v(IN_FLIGHT, 'the move ended %d s ago (%s), under the '
+                     'grace of %d s: nova may still be giving its '
+                     'allocations back' % (ended, mig.status, facts.grace),
+                     **kw)
+        over = mig.status
     guest = _node_of(facts, inst.host, inst.node)
     if guest is not None and guest in _roots(held, roots):
         return v(MISPLACED, 'the move is over (%s) and it holds %s, where '
-                 'its server runs' % (mig.status, inst.node), target={},
-                 **kw)
+                 'its server runs' % (over, inst.node), target={}, **kw)
     return v(LEAKED, 'the move is over (%s); it holds nothing its server '
-             'needs' % mig.status, target={}, **kw)
+             'needs' % over, target={}, **kw)
 
 
 def _seconds_since_update(mig, facts):

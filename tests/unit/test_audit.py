@@ -185,6 +185,59 @@ class GraceTestCase(testtools.TestCase):
             'mig', {RP1: FLAVOR}, f, ROOTS).verdict)
 
 
+class AbandonedMoveTestCase(testtools.TestCase):
+    """A migration nova still records in progress, of a server with no
+    task state that is not resized, unchanged for the grace: the move is
+    over (a compute died in it and rolled it back at its restart).
+    """
+
+    def _facts(self, ago, task_state=None, vm_state='active',
+               status='migrating', grace=audit.GRACE):
+        import datetime
+        now = datetime.datetime(2026, 12, 7, 0, 0, 0)
+        mig = migration(status=status, source=('host1', 'node1'))
+        mig.updated_at = now - datetime.timedelta(seconds=ago)
+        f = facts(instances=[instance(task_state=task_state,
+                                      vm_state=vm_state)],
+                  migrations=[mig])
+        f.now, f.grace = now, grace
+        return f
+
+    def test_abandoned_migration_holding_the_guests_node_is_misplaced(self):
+        f = self._facts(audit.GRACE + 1)
+        v = audit.decide('mig', {RP1: FLAVOR}, f, ROOTS)
+        self.assertEqual((audit.MISPLACED, {}), (v.verdict, v.target))
+        self.assertIn('abandoned: still migrating', v.evidence)
+        # and its server, holding the destination, is misplaced too
+        v = audit.decide('inst', {RP2: FLAVOR}, f, ROOTS)
+        self.assertEqual((audit.MISPLACED, RP1), (v.verdict, v.target))
+        # holding nothing the server needs: leaked
+        self.assertEqual(audit.LEAKED, audit.decide(
+            'mig', {RP2: FLAVOR}, f, ROOTS).verdict)
+
+    def test_within_the_grace_it_is_in_flight(self):
+        f = self._facts(10)
+        self.assertEqual(audit.IN_FLIGHT, audit.decide(
+            'mig', {RP1: FLAVOR}, f, ROOTS).verdict)
+        self.assertEqual(audit.IN_FLIGHT, audit.decide(
+            'inst', {RP2: FLAVOR}, f, ROOTS).verdict)
+
+    def test_a_task_state_or_a_resize_keeps_it_in_flight(self):
+        for kw in ({'task_state': 'resize_migrating'},
+                   {'vm_state': 'resized', 'status': 'confirming'},
+                   {'vm_state': 'resized', 'status': 'finished'}):
+            f = self._facts(audit.GRACE * 10, **kw)
+            self.assertNotIn(audit.decide('mig', {RP2: FLAVOR}, f,
+                                          ROOTS).verdict, audit.WRONG, kw)
+            self.assertTrue(not audit.abandoned(f.migrations['mig'],
+                                                f.instances['inst'], f), kw)
+
+    def test_no_timestamp_no_evidence(self):
+        f = facts([instance()], [migration(status='migrating')])
+        self.assertFalse(audit.abandoned(f.migrations['mig'],
+                                         f.instances['inst'], f))
+
+
 class _Resp(object):
     def __init__(self, status, body=None):
         self.status_code = status
