@@ -36,8 +36,10 @@ the exit status is non-zero when anything failed.
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
@@ -104,6 +106,9 @@ def main():
     p.add_argument('--explore', choices=('ci', 'none'), default='ci',
                    help="the race explorer's CI subset (suite 4; "
                         "default) or none")
+    p.add_argument('--no-audit-after', action='store_true',
+                   help='leave out the audit at the end of every test of '
+                        'the vanilla run (tests.recreate.audit_summary)')
     p.add_argument('--concurrency', type=int, default=None)
     args = p.parse_args()
     # The summaries interleave with the progress lines on stderr.
@@ -113,10 +118,10 @@ def main():
     start = time.time()
 
     def run(mode, test_path='tests/functional', progress=None,
-            test_ids=None):
+            test_ids=None, extra_env=None):
         return lambda: recreate.run_suite(
             tree, mode, test_path=test_path, concurrency=args.concurrency,
-            progress=progress, test_ids=test_ids)
+            progress=progress, test_ids=test_ids, extra_env=extra_env)
 
     unit = _suite('unit tests', run('dropin', 'tests/unit',
                                     recreate.Progress(label='unit')))
@@ -132,8 +137,15 @@ def main():
 
     test_ids, kinds = _suite('functional tests', scenarios) or (None, {})
     progress = recreate.Progress(kinds=kinds)
+    audit_dir = None if args.no_audit_after else tempfile.mkdtemp(
+        prefix='nova-fixes-audit-after-')
     vanilla = _suite('functional tests on vanilla nova',
-                     run('vanilla', progress=progress, test_ids=test_ids))
+                     run('vanilla', progress=progress, test_ids=test_ids,
+                         extra_env={recreate.AUDIT_AFTER: audit_dir}
+                         if audit_dir else None))
+    records = recreate.audit_records(audit_dir) if audit_dir else None
+    if audit_dir:
+        shutil.rmtree(audit_dir, ignore_errors=True)
     fixed = _suite('functional tests with the fixes',
                    run(recreate.FIXED_MODE, progress=progress,
                        test_ids=test_ids))
@@ -152,6 +164,9 @@ def main():
     print()
     bad = recreate.summarize('recreate report', rows)
     passed, failed = passed + len(rows) - len(bad), failed + len(bad)
+    if records is not None and vanilla:
+        p_, f_ = recreate.audit_summary(records, vanilla)
+        passed, failed = passed + p_, failed + f_
 
     if args.nova_intree != 'none':
         name = ("nova's in-tree tests with the fixes active (%s selection)"

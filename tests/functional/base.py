@@ -21,9 +21,11 @@ The nova under test is chosen per process by NOVA_FIXES_MODE:
 """
 
 import io
+import json
 import os
 import threading
 import time
+import traceback
 from unittest import mock
 
 import fixtures
@@ -32,11 +34,13 @@ from keystoneauth1 import exceptions as ks_exc
 from nova.cmd import manage
 import nova.conf
 from nova import context as nova_context
+from nova import exception
 from nova import objects
 from nova.scheduler.client import report
 from nova.tests.functional.api import client as api_client
 
 from nova_fixes import activation as nova_fixes_activation
+from nova_fixes import audit as nova_fixes_audit
 from nova_fixes import fixture as nova_fixes_fixture
 from nova_fixes.nova import conf as fixes_conf
 from nova_fixes import registry
@@ -97,6 +101,15 @@ def undone_upstream_commits():
     return commits
 
 
+#: A directory: every test then ends with nova-fixes audit --heal and
+#: writes there what it found (tests.recreate --audit-after reads it).
+AUDIT_AFTER = 'NOVA_FIXES_AUDIT_AFTER'
+#: vm states that are not settled: what they hold is nova's to decide
+#: while they last (resized: VERIFY_RESIZE holds both sides as nova
+#: defines it; deleted, not yet destroyed: a delete going on).
+UNSETTLED_VM_STATES = ('building', 'resized', 'deleted')
+
+
 class NovaFixesTestMixin(object):
     """Mode selection and the leak invariants.
 
@@ -134,6 +147,14 @@ class NovaFixesTestMixin(object):
         for commit in undone_upstream_commits():
             self.useFixture(UNDO_UPSTREAM[commit]())
         super(NovaFixesTestMixin, self).setUp()
+
+    def tearDown(self):
+        # Before any cleanup: a compute service's fixture destroys its
+        # service record, and with it its compute nodes.
+        where = os.environ.get(AUDIT_AFTER)
+        if where:
+            self._audit_after(where)
+        super(NovaFixesTestMixin, self).tearDown()
 
     def delete_server_and_wait(self, server, timeout=20):
         """Delete a server through the API and wait until it is gone,
@@ -345,6 +366,102 @@ class NovaFixesTestMixin(object):
                     LEAK + 'quota usage (count_usage_from_placement=%s)%s'
                     % (from_placement, when))
             self.flags(count_usage_from_placement=False, group='quota')
+
+    # -- the audit after a test ---------------------------------------------
+
+    def audit_truth(self):
+        """What is wrong in placement, from the test's own reading of the
+        cells (cell0 included), not the audit's: {consumer or server uuid:
+        'leaked' | 'misplaced' | 'missing'}. Leaked: a consumer that is no
+        instance of a cell that is not deleted, and no migration in
+        progress of one. Misplaced or missing: a settled server (no task
+        state, not building, not resized, not being deleted) whose own and
+        migrations' allocations are not exactly its flavor on its node
+        (nothing when it has no host or is shelved offloaded). A migration
+        still recorded in progress of a settled server is one its
+        sequence abandoned: every sequence has ended when this runs.
+        """
+        ctxt = nova_context.get_admin_context()
+        instances, migrations, moving = {}, {}, set()
+        for name, cell in self.cell_mappings.items():
+            with nova_context.target_cell(ctxt, cell) as cctxt:
+                for inst in objects.InstanceList.get_by_filters(
+                        cctxt, {'deleted': False},
+                        expected_attrs=['flavor']):
+                    instances[inst.uuid] = inst
+                for mig in objects.MigrationList.get_by_filters(cctxt, {}):
+                    migrations.setdefault(mig.instance_uuid, set()).add(
+                        mig.uuid)
+                    if mig.status not in DONE_MIGRATION_STATUSES:
+                        moving.add(mig.uuid)
+        held = self._all_allocations()
+        owner = {m: i for i, ms in migrations.items() for m in ms}
+        wrong = {c: 'leaked' for c in held
+                 if c not in instances and not (
+                     c in moving and owner.get(c) in instances)}
+        for uuid, inst in instances.items():
+            if (inst.task_state is not None or
+                    inst.vm_state in UNSETTLED_VM_STATES):
+                continue
+            expected = {}
+            if inst.host and inst.vm_state != 'shelved_offloaded':
+                flavor = inst.flavor
+                expected = {uuid: {self._node_uuid(inst.host, inst.node):
+                                   self._flavor_resources({
+                                       'vcpus': flavor.vcpus,
+                                       'ram': flavor.memory_mb,
+                                       'disk': flavor.root_gb,
+                                       'ephemeral': flavor.ephemeral_gb,
+                                       'swap': flavor.swap,
+                                       'extra_specs': flavor.extra_specs})}}
+            mine = {c: a for c, a in held.items()
+                    if c == uuid or c in migrations.get(uuid, ())}
+            if mine != expected:
+                wrong[uuid] = 'misplaced' if mine else 'missing'
+        return wrong
+
+    def _node_uuid(self, host, node):
+        """The compute node's uuid (its resource provider's), read in the
+        cells (the os-hypervisors API misses a restarted service's node).
+        """
+        for cctxt in self._cell_contexts():
+            try:
+                return objects.ComputeNode.get_by_host_and_nodename(
+                    cctxt, host, node).uuid
+            except exception.ComputeHostNotFound:
+                continue
+        return 'no compute node %s (%s)' % (host, node)
+
+    def _audit_after(self, where):
+        """nova-fixes audit --heal once the test is over (grace 0: every
+        sequence has ended), checked against audit_truth() before and
+        after; one JSON file in ``where`` per test. Never raises: the
+        test's outcome stays its own.
+        """
+        record = {'test': self.id(), 'mode': common.mode()}
+        try:
+            before = self.audit_truth()
+            rep = nova_fixes_audit.audit(nova_context.get_admin_context(),
+                                         heal=True, grace=0)
+            after = self.audit_truth()
+            flagged = [v for v in rep.verdicts
+                       if v.verdict in nova_fixes_audit.WRONG]
+            found = {key for key in before
+                     if any(key in (v.consumer, v.server) for v in flagged)}
+            record.update(
+                before=before, after=after,
+                counts=rep.counts(),
+                found=sorted(found),
+                false_positives=sorted(
+                    '%s (%s)' % (v.consumer, v.verdict) for v in flagged
+                    if v.consumer not in before and
+                    v.server not in before),
+                healed=[v.as_dict() for v in flagged])
+        except Exception as e:  # noqa: a report, not the test's failure
+            record['error'] = '%s: %s' % (type(e).__name__, e)
+            record['traceback'] = traceback.format_exc()
+        with open(os.path.join(where, self.id() + '.json'), 'w') as f:
+            json.dump(record, f, indent=1, sort_keys=True, default=str)
 
     def archive_and_run_periodics(self):
         """nova-manage db archive_deleted_rows --all-cells, then every

@@ -24,6 +24,7 @@ functions. This is test harness, not part of the installed nova_fixes.
 """
 
 import importlib
+import json
 import os
 import re
 import shlex
@@ -626,3 +627,87 @@ def summarize(title, rows, fixed_label='fixed'):
                  ', w/o fix: %s' % r['without'] if r['without'] else '',
                  fixed_label, r['fixed']))
     return bad
+
+
+# -- the audit after each test (tests.functional.base.AUDIT_AFTER) --------
+
+#: The environment variable naming the directory of the audit's records.
+AUDIT_AFTER = 'NOVA_FIXES_AUDIT_AFTER'
+
+
+def audit_records(directory):
+    """{test id: record} written by the tests' tearDown."""
+    records = {}
+    for name in sorted(os.listdir(directory)):
+        if name.endswith('.json'):
+            with open(os.path.join(directory, name)) as f:
+                record = json.load(f)
+            records[record['test']] = record
+    return records
+
+
+def audit_summary(records, results, label='vanilla'):
+    """Print what ``nova-fixes audit --heal`` made of the end of every
+    test of a run: each leaking sequence (a test that recreated its bug)
+    whose end the test's own view of nova calls wrong in placement must be
+    found (every wrong consumer or server has a wrong verdict) and healed
+    right (nothing wrong after the heal); no test may see the audit call
+    wrong what that view calls right (a false positive), nor the audit
+    fail. Returns (passed, failed): one per test audited.
+    """
+    from nova_fixes import audit
+    totals = dict.fromkeys(audit.VERDICTS, 0)
+    leaking = found = healed = elsewhere = 0
+    problems = []
+    bad_tests = set()
+    for test_id, outcome in sorted(results.items()):
+        count_before = len(problems)
+        record = records.get(test_id)
+        if record is None:
+            if outcome.status != 'skip':
+                problems.append('NOT AUDITED %s (its tearDown did not run)'
+                                % test_id)
+                bad_tests.add(test_id)
+            continue
+        if record.get('error'):
+            problems.append('AUDIT ERROR %s: %s' % (test_id,
+                                                    record['error']))
+            bad_tests.add(test_id)
+            continue
+        for name, n in record['counts'].items():
+            totals[name] = totals.get(name, 0) + n
+        before, after = record['before'], record['after']
+        for wrong in record['false_positives']:
+            problems.append('FALSE POSITIVE %s: %s' % (test_id, wrong))
+            bad_tests.add(test_id)
+        if not outcome.recreated:
+            continue
+        if not before:
+            elsewhere += 1
+            continue
+        leaking += 1
+        missed = sorted(set(before) - set(record['found']))
+        if missed:
+            problems.append('MISSED %s: %s' % (test_id, ', '.join(
+                '%s (%s)' % (k, before[k]) for k in missed)))
+        else:
+            found += 1
+        if after:
+            problems.append('NOT HEALED %s: still %s' % (test_id, ', '.join(
+                '%s (%s)' % item for item in sorted(after.items()))))
+        else:
+            healed += 1
+        if len(problems) > count_before:
+            bad_tests.add(test_id)
+    audited = len([t for t in results if t in records])
+    print('audit after each test (%s): %d tests audited; %d leaking '
+          'sequences left placement wrong: %d found, %d healed right; %d '
+          'left it right (what they recreate is not in placement: an '
+          'answer, a task state, the quota); %d problems'
+          % (label, audited, leaking, found, healed, elsewhere,
+             len(problems)))
+    print('audit verdicts over the run (%s): %s' % (label, ', '.join(
+        '%s %d' % (name, totals[name]) for name in audit.VERDICTS)))
+    for line in problems:
+        print('  ' + line)
+    return audited - len(bad_tests & set(records)), len(bad_tests)

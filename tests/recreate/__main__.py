@@ -18,7 +18,9 @@ Run from the nova-fixes source tree (tox -e recreate does).
 import argparse
 import json
 import os
+import shutil
 import sys
+import tempfile
 
 from tests import recreate
 
@@ -41,6 +43,10 @@ def parser():
                    help='one line per scenario with its full test id, '
                         'however wide')
     p.add_argument('--json', help='also write the rows to this file')
+    p.add_argument('--audit-after', action='store_true',
+                   help='end every test of the vanilla run with nova-fixes '
+                        'audit --heal and check it found and healed each '
+                        'leak the test left (tests.functional.base)')
     p.add_argument('filter', nargs='*',
                    help='test id regular expressions (default: all)')
     return p
@@ -70,9 +76,18 @@ def run(args):
             'no regression test matches %s' % ' '.join(args.filter))
     kinds = recreate.scenario_kinds(tree, test_ids)
     progress = recreate.Progress(kinds=kinds)
-    vanilla = recreate.run_suite(
-        tree, 'vanilla', concurrency=args.concurrency, test_ids=test_ids,
-        progress=progress)
+    audit_dir = tempfile.mkdtemp(prefix='nova-fixes-audit-after-') \
+        if args.audit_after else None
+    try:
+        vanilla = recreate.run_suite(
+            tree, 'vanilla', concurrency=args.concurrency,
+            test_ids=test_ids, progress=progress,
+            extra_env={recreate.AUDIT_AFTER: audit_dir} if audit_dir
+            else None)
+        records = recreate.audit_records(audit_dir) if audit_dir else None
+    finally:
+        if audit_dir:
+            shutil.rmtree(audit_dir, ignore_errors=True)
     fixed = recreate.run_suite(
         tree, recreate.FIXED_MODE, concurrency=args.concurrency,
         test_ids=test_ids, progress=progress)
@@ -82,11 +97,14 @@ def run(args):
     print(recreate.format_table(rows, wide=args.wide))
     print()
     bad = recreate.summarize('recreate report', rows)
+    audit_failed = 0
+    if records is not None:
+        audit_failed = recreate.audit_summary(records, vanilla)[1]
     if args.json:
         with open(args.json, 'w') as f:
             json.dump({'rows': rows, 'passed': len(rows) - len(bad),
                        'failed': len(bad)}, f, indent=2)
-    return 1 if bad else 0
+    return 1 if bad or audit_failed else 0
 
 
 def main(argv=None):

@@ -524,3 +524,73 @@ class ShowWorkerReportsTestCase(testtools.TestCase):
         self.assertEqual(
             ['--- test worker 3 of the fixed phase (exit status 2): '
              'nothing on stderr'], lines)
+
+
+class AuditSummaryTest(testtools.TestCase):
+    """tests.recreate.audit_summary: found, healed right, false positives
+    and errors, from the records the tests' tearDown writes.
+    """
+
+    COUNTS = {'right': 1, 'in flight': 0, 'misplaced': 1, 'leaked': 1,
+              'missing': 0, 'unknown': 0}
+
+    def record(self, test, before, found, after, false_positives=()):
+        return {'test': test, 'mode': 'vanilla', 'before': before,
+                'found': list(found), 'after': after,
+                'false_positives': list(false_positives),
+                'counts': dict(self.COUNTS)}
+
+    def summary(self, records, results):
+        out = io.StringIO()
+        with mock.patch('sys.stdout', out):
+            counts = recreate.audit_summary(records, results)
+        return counts, out.getvalue()
+
+    def test_found_and_healed(self):
+        leak = recreate.Outcome('fail', 'AssertionError: LEAK: x')
+        records = {
+            't.a': self.record('t.a', {'c1': 'leaked', 's1': 'misplaced'},
+                               ['c1', 's1'], {}),
+            # recreated, but nothing wrong in placement at its end
+            't.b': self.record('t.b', {}, [], {}),
+            # a passing no-regression case, nothing wrong
+            't.c': self.record('t.c', {}, [], {}),
+        }
+        results = {'t.a': leak, 't.b': leak,
+                   't.c': recreate.Outcome('success')}
+        (passed, failed), text = self.summary(records, results)
+        self.assertEqual((3, 0), (passed, failed))
+        self.assertIn('3 tests audited; 1 leaking sequences left placement '
+                      'wrong: 1 found, 1 healed right; 1 left it right',
+                      text)
+        self.assertIn('misplaced 3, leaked 3', text)
+
+    def test_missed_not_healed_false_positive_error_not_audited(self):
+        leak = recreate.Outcome('fail', 'AssertionError: LEAK: x')
+        records = {
+            't.a': self.record('t.a', {'c1': 'leaked', 's1': 'missing'},
+                               ['c1'], {'s1': 'missing'}),
+            't.b': self.record('t.b', {}, [], {}, ['c9 (leaked)']),
+            't.c': {'test': 't.c', 'error': 'KeyError: x'},
+        }
+        results = {'t.a': leak, 't.b': recreate.Outcome('success'),
+                   't.c': leak, 't.d': leak,
+                   't.e': recreate.Outcome('skip')}
+        (passed, failed), text = self.summary(records, results)
+        self.assertEqual((0, 4), (passed, failed))
+        self.assertIn('MISSED t.a: s1 (missing)', text)
+        self.assertIn('NOT HEALED t.a: still s1 (missing)', text)
+        self.assertIn('FALSE POSITIVE t.b: c9 (leaked)', text)
+        self.assertIn('AUDIT ERROR t.c: KeyError: x', text)
+        self.assertIn('NOT AUDITED t.d', text)
+        self.assertNotIn('t.e', text)
+
+    def test_records_read_from_the_directory(self):
+        where = self.useFixture(fixtures.TempDir()).path
+        import json
+        with open(os.path.join(where, 't.a.json'), 'w') as f:
+            json.dump({'test': 't.a', 'error': 'x'}, f)
+        with open(os.path.join(where, 'other.txt'), 'w') as f:
+            f.write('not a record')
+        self.assertEqual({'t.a': {'test': 't.a', 'error': 'x'}},
+                         recreate.audit_records(where))
