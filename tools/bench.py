@@ -94,6 +94,7 @@ from nova.db.api import models as api_models  # noqa: E402
 from nova.db.main import api as db_api  # noqa: E402
 from nova.db.main import models  # noqa: E402
 from nova import exception  # noqa: E402
+from nova import objects  # noqa: E402
 from nova.scheduler.client import report  # noqa: E402
 from nova.servicegroup.drivers import db as db_servicegroup  # noqa: E402
 from nova.virt import fake  # noqa: E402
@@ -629,14 +630,109 @@ class Benchmark(test_orphan_instances._OrphanTestBase):
                          (median['nova-manage'][1], median[tool][1]),
                          (median['nova-manage'][2], median[tool][2]),
                          (median['nova-manage'][3], median[tool][3])))
+        healed = self._audit_writes(guests, tools)
         for tool in tools:
             found = runs[tool][0][3]
+            right, destroyed = healed[tool]
             AUDIT.append('%s: %d leaks found of %d, %d false positives '
-                         '(claims nova still uses called orphaned)' % (
+                         '(claims nova still uses called orphaned); with '
+                         '%s: %d of %d healed right, %d live claims '
+                         'destroyed' % (
                              tool, len(found & leaks), len(leaks),
                              len(found & live) if tool != 'nova-fixes '
                              'audit' else len(found - leaks -
-                                              set(guests['foreign']))))
+                                              set(guests['foreign'])),
+                             '--heal' if tool == 'nova-fixes audit' else
+                             '--delete', right,
+                             len(leaks) + len(guests['foreign']),
+                             destroyed))
+
+    def _allocations(self, uuids):
+        """{consumer: GET /allocations/{consumer}}, each allocation's
+        provider generation left out (another consumer's write changes
+        it).
+        """
+        out = {}
+        for u in uuids:
+            body = self.placement.get('/allocations/%s' % u,
+                                      version='1.28').body
+            body['allocations'] = {rp: {'resources': a['resources']}
+                                   for rp, a in body['allocations'].items()}
+            out[u] = body
+        return out
+
+    def _audit_writes(self, guests, tools):
+        """Each tool once more, writing (nova-manage --delete, nova-fixes
+        audit --heal), from the same seeded allocations: {tool: (seeded
+        problems healed right, live claims destroyed)}. Healed right: a
+        leak (deleted, unknown) holds nothing, a misplaced server
+        (foreign) holds its flavor on its own node and nothing else. A
+        live claim (building, moving) destroyed: its allocations changed.
+        What a tool changed is put back before the next one.
+        """
+        ctxt = nova_context.get_admin_context()
+        watched = [u for kind in ('deleted', 'unknown', 'foreign',
+                                  'building', 'moving')
+                   for u in guests[kind]]
+        seeded = self._allocations(watched)
+        with self._cell_context() as cctxt:
+            nodes = {(cn.host, cn.hypervisor_hostname): cn.uuid
+                     for cn in objects.ComputeNodeList.get_all(cctxt)}
+            own = {i.uuid: nodes.get((i.host, i.node))
+                   for i in objects.InstanceList.get_by_filters(
+                       cctxt, {'uuid': guests['foreign']})}
+        out = {}
+        for tool in tools:
+            nova_fixes.deactivate()
+            if tool == 'nova-manage, fixed':
+                nova_fixes.activate(services=['manage'])
+            if tool == 'nova-fixes audit':
+                audit.audit(ctxt, heal=True)
+            else:
+                with fixtures.MonkeyPatch('sys.stdout', _Lines([])):
+                    manage.PlacementCommands().audit(delete=True)
+            nova_fixes.deactivate()
+            now = self._allocations(watched)
+            right = sum(1 for u in guests['deleted'] + guests['unknown']
+                        if not now[u]['allocations'])
+            right += sum(1 for u in guests['foreign']
+                         if set(now[u]['allocations']) == {own[u]} and
+                         now[u]['allocations'][own[u]]['resources'] ==
+                         seeded[u]['allocations'][
+                             next(iter(seeded[u]['allocations']))][
+                                 'resources'])
+            destroyed = sum(
+                1 for u in guests['building'] + guests['moving']
+                if now[u]['allocations'] != seeded[u]['allocations'])
+            out[tool] = (right, destroyed)
+            self._put_back(seeded, now)
+        problems = len(guests['deleted'] + guests['unknown'] +
+                       guests['foreign'])
+        self.assertEqual((problems, 0), out['nova-fixes audit'],
+                         'nova-fixes audit --heal: every seeded problem '
+                         'healed right, no live claim touched')
+        self.assertEqual(0, out['nova-manage, fixed'][1],
+                         'the fixed nova-manage --delete destroyed a live '
+                         'claim')
+        return out
+
+    def _put_back(self, seeded, now):
+        """The seeded allocations of the consumers a tool changed."""
+        body = {}
+        for u, before in seeded.items():
+            if now[u]['allocations'] == before['allocations']:
+                continue
+            body[u] = {
+                'allocations': before['allocations'],
+                'consumer_generation': now[u].get('consumer_generation'),
+                'project_id': before['project_id'],
+                'user_id': before['user_id']}
+        if body:
+            self.assertEqual(204, self.placement.post(
+                '/allocations', body, version='1.28').status)
+        for u, after in self._allocations(list(seeded)).items():
+            self.assertEqual(seeded[u]['allocations'], after['allocations'],
+                             'the seeded allocations of %s put back' % u)
 
     # -- operations ----------------------------------------------------
 
