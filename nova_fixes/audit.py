@@ -318,6 +318,17 @@ def _decide_instance(uuid, held, inst, facts, roots, v):
     if moving and not resized:
         return v(IN_FLIGHT, 'migration %s is %s' % (
             moving[0].uuid, moving[0].status), **kw)
+    if inst.vm_state == vm_states.DELETED:
+        # Deleted but not destroyed: a delete going on (a local delete
+        # saves the state, gives the allocations back, then destroys),
+        # or one that stopped half way. It must never get allocations.
+        if not held:
+            return v(RIGHT, 'being deleted, holds nothing', **kw)
+        quiet = _seconds_since_update(inst, facts)
+        if quiet is None or quiet < facts.grace:
+            return v(IN_FLIGHT, 'being deleted (vm state deleted)', **kw)
+        return v(LEAKED, 'vm state deleted for %d s, not destroyed: a '
+                 'delete that stopped half way' % quiet, target={}, **kw)
     if inst.vm_state == vm_states.SHELVED_OFFLOADED:
         # Its guest runs nowhere, whatever its host: the shelve offload
         # gives the allocations back, records SHELVED_OFFLOADED with no
@@ -383,8 +394,8 @@ def _decide_migration(uuid, held, mig, facts, roots, v):
 
 
 def _seconds_since_update(mig, facts):
-    """Seconds since the migration record last changed, or None when
-    unknown (no timestamp, or no time of reading).
+    """Seconds since the record (a migration, an instance) last changed,
+    or None when unknown (no timestamp, or no time of reading).
     """
     when = getattr(mig, 'updated_at', None) or getattr(
         mig, 'created_at', None)

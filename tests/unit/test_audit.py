@@ -155,6 +155,32 @@ class ShelvedOffloadedTestCase(testtools.TestCase):
             self.assertEqual((audit.MISPLACED, {}), (v.verdict, v.target))
 
 
+class DeletedNotDestroyedTestCase(testtools.TestCase):
+    """An instance whose vm state is deleted but whose record is not: a
+    delete going on, or one that stopped half way. Never missing.
+    """
+
+    def _facts(self, ago):
+        import datetime
+        now = datetime.datetime(2026, 12, 7, 0, 0, 0)
+        inst = instance(vm_state='deleted')
+        inst.updated_at = now - datetime.timedelta(seconds=ago)
+        f = facts(instances=[inst])
+        f.now = now
+        return f
+
+    def test_holding_nothing_is_right_not_missing(self):
+        v = audit.decide('inst', {}, self._facts(10), ROOTS)
+        self.assertEqual(audit.RIGHT, v.verdict)
+
+    def test_holding_something_is_in_flight_then_leaked(self):
+        self.assertEqual(audit.IN_FLIGHT, audit.decide(
+            'inst', {RP1: FLAVOR}, self._facts(10), ROOTS).verdict)
+        v = audit.decide('inst', {RP1: FLAVOR},
+                         self._facts(audit.GRACE + 1), ROOTS)
+        self.assertEqual((audit.LEAKED, {}), (v.verdict, v.target))
+
+
 class GraceTestCase(testtools.TestCase):
     """A move that has just ended is left to nova for GRACE seconds."""
 
