@@ -106,8 +106,8 @@ def undone_upstream_commits():
 AUDIT_AFTER = 'NOVA_FIXES_AUDIT_AFTER'
 #: vm states that are not settled: what they hold is nova's to decide
 #: while they last (resized: VERIFY_RESIZE holds both sides as nova
-#: defines it; deleted, not yet destroyed: a delete going on).
-UNSETTLED_VM_STATES = ('building', 'resized', 'deleted')
+#: defines it).
+UNSETTLED_VM_STATES = ('building', 'resized')
 
 
 class NovaFixesTestMixin(object):
@@ -374,12 +374,14 @@ class NovaFixesTestMixin(object):
         cells (cell0 included), not the audit's: {consumer or server uuid:
         'leaked' | 'misplaced' | 'missing'}. Leaked: a consumer that is no
         instance of a cell that is not deleted, and no migration of one.
-        Misplaced or missing: a settled server (no task
-        state, not building, not resized, not being deleted) whose own and
-        migrations' allocations are not exactly its flavor on its node
-        (nothing when it has no host or is shelved offloaded). A migration
-        still recorded in progress of a settled server is one its
-        sequence abandoned: every sequence has ended when this runs.
+        Misplaced or missing: a settled server (no task state, not
+        building, not resized) whose own and migrations' allocations are
+        not exactly its flavor on its node (nothing when it has no host or
+        is shelved offloaded; nothing either, or leaked, when its vm state
+        is deleted and its record not destroyed: a delete that stopped
+        half way). A migration still recorded in progress of a settled
+        server is one its sequence abandoned: every sequence has ended
+        when this runs.
         """
         ctxt = nova_context.get_admin_context()
         instances, migrations = {}, {}
@@ -403,7 +405,10 @@ class NovaFixesTestMixin(object):
                     inst.vm_state in UNSETTLED_VM_STATES):
                 continue
             expected = {}
-            if inst.host and inst.vm_state != 'shelved_offloaded':
+            # Deleted, not destroyed, no task state: a delete that stopped
+            # half way; it must hold nothing.
+            if inst.host and inst.vm_state not in ('shelved_offloaded',
+                                                   'deleted'):
                 flavor = inst.flavor
                 expected = {uuid: {self._node_uuid(inst.host, inst.node):
                                    self._flavor_resources({
@@ -416,7 +421,8 @@ class NovaFixesTestMixin(object):
             mine = {c: a for c, a in held.items()
                     if c == uuid or c in migrations.get(uuid, ())}
             if mine != expected:
-                wrong[uuid] = 'misplaced' if mine else 'missing'
+                wrong[uuid] = ('leaked' if inst.vm_state == 'deleted' else
+                               'misplaced' if mine else 'missing')
         return wrong
 
     def _node_uuid(self, host, node):
