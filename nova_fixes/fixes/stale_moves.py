@@ -45,6 +45,9 @@ TARGETS = (
     registry.Target(RT + '_correct_ended_move',
                     DROPIN + '_correct_ended_move', new=True,
                     services=('compute',)),
+    registry.Target(RT + '_correct_unhosted_instance',
+                    DROPIN + '_correct_unhosted_instance', new=True,
+                    services=('compute',)),
     registry.Target(RT + '_correct_moved_instance',
                     DROPIN + '_correct_moved_instance', new=True,
                     services=('compute',)),
@@ -88,16 +91,19 @@ logs the failure and records the migration 'error'. The server lives on
 its source, but placement keeps the source's allocations under the
 migration consumer of a move that is over, and the instance consumer
 holds nothing, or the destination's claim, for as long as the server
-lives. Once placement is back, the resource tracker's periodic skips
-the migration ('error' migrations are loaded with the moves in
-progress) and only warns about the instance consumer on the
-destination; the quota counted from placement counts the flavor twice.
+lives. The same outage during a build that fails, a shelve offload or an
+unshelve leaves a server with no host to run on (ERROR, or
+SHELVED_OFFLOADED) holding the scheduler's claim. Once placement is
+back, the resource tracker's periodic skips the migration ('error'
+migrations are loaded with the moves in progress) and only warns about
+the instance consumer on the destination; the quota counted from
+placement counts the flavor twice.
 
 This adds functional regression tests that take placement down as the
-conductor asks the scheduler for a host, and as the destination prepares
-the resize, bring it back, run the periodics and check what the server
-holds. They assert what is left under a FIXME; the change that fixes it
-flips them."""
+conductor asks the scheduler for a host, as the destination prepares the
+resize, as the compute builds, offloads or unshelves the server, bring
+it back, run the periodics and check what the server holds. They assert
+what is left under a FIXME; the change that fixes it flips them."""
 
 FIX_MESSAGE = """\
 ResourceTracker._remove_deleted_instances_allocations skipped every
@@ -120,7 +126,16 @@ as before otherwise:
   holds; when its guest is elsewhere, this node is removed from them;
 - an instance consumer holding this node while its settled instance
   lives on another host and the driver has no guest of it here: this
-  node is removed from its allocations.
+  node is removed from its allocations;
+- an instance consumer holding this node while its server has no host
+  to run on (a build that failed: ERROR without a host; a shelved
+  offloaded server, whose failed offload may have left its host set),
+  when the server, read again after the consumer's allocations and
+  generation, is settled and the driver has no guest of it here: this
+  node is removed from its allocations. Its release could not reach
+  placement (the build's rollback, a shelve offload or an unshelve that
+  failed while placement was unreachable), and the periodic took such
+  a server for one being scheduled, or did not know what to do.
 
 The writes name the consumer generations read, so that an operation
 that starts meanwhile makes placement refuse them and the next run looks
@@ -152,6 +167,15 @@ FIX = registry.Fix(
                 ('test_cold_migration_prep_resize_fails',
                  'test_stale_moves.RollbackWithoutPlacementTest.'
                  'test_cold_migration_prep_resize_fails'),
+                ('test_build_fails',
+                 'test_stale_moves.UnhostedWithoutPlacementTest.'
+                 'test_build_fails'),
+                ('test_shelve_offload_fails',
+                 'test_stale_moves.UnhostedWithoutPlacementTest.'
+                 'test_shelve_offload_fails'),
+                ('test_unshelve_fails',
+                 'test_stale_moves.UnhostedWithoutPlacementTest.'
+                 'test_unshelve_fails'),
             )),
     ),
     notes=NOTES,

@@ -164,3 +164,70 @@ class StaleMoveNoRegressionTest(_StaleMoveTestBase):
             self.server, {'OS-EXT-STS:task_state': None,
                           'OS-EXT-SRV-ATTR:host': self.source})
         self.assert_survivor(server, self.source)
+
+
+class UnhostedWithoutPlacementTest(_StaleMoveTestBase):
+    """A server with no host to run on whose claim could not be given back
+    while placement was unreachable: a build that failed (the compute's
+    reschedule found no host, the server is ERROR without a host), a
+    shelve offload (the guest is destroyed, the server SHELVED_OFFLOADED).
+    On vanilla nova (checked on 34.0.0) the claim stays on the compute for
+    as long as the server lives: its periodic takes a hostless instance
+    for one being scheduled, and a shelved offloaded one on its host for
+    one it does not know what to do with.
+    """
+
+    def test_build_fails(self):
+        self.delete_server_and_wait(self.server)
+        state = self.placement_down_in(compute_manager.ComputeManager,
+                                       '_build_and_run_instance')
+        server = self._create_server(networks='none',
+                                     expected_state='ERROR')
+        server = self._wait_for_server_parameter(
+            server, {'OS-EXT-STS:task_state': None,
+                     'OS-EXT-SRV-ATTR:host': None})
+        self.placement_back(state)
+        self._run_periodics()
+        self.assert_survivor(server, None)
+        self.delete_server_and_wait(server)
+        self.assert_server_left_nothing(server)
+
+    def test_shelve_offload_fails(self):
+        # The offload destroys the guest, cannot give the allocations
+        # back, records the server SHELVED_OFFLOADED and fails before it
+        # clears the host.
+        state = self.placement_down_in(compute_manager.ComputeManager,
+                                       '_shelve_offload_instance')
+        self.api.post_server_action(self.server['id'], {'shelve': None})
+        server = self._wait_for_server_parameter(
+            self.server, {'status': 'SHELVED_OFFLOADED',
+                          'OS-EXT-STS:task_state': None})
+        self.placement_back(state)
+        self._run_periodics()
+        self.assert_survivor(server, None)
+        # Unshelved, it holds its flavor where its guest runs again.
+        self.api.post_server_action(server['id'], {'unshelve': None})
+        server = self._wait_for_state_change(server, 'ACTIVE')
+        self.assert_survivor(server, server['OS-EXT-SRV-ATTR:host'])
+        self.delete_server_and_wait(server)
+        self.assert_server_left_nothing(server)
+
+    def test_unshelve_fails(self):
+        # The conductor claimed a host; the compute's unshelve fails
+        # while placement is down and cannot give the claim back.
+        self.api.post_server_action(self.server['id'], {'shelve': None})
+        server = self._wait_for_server_parameter(
+            self.server, {'status': 'SHELVED_OFFLOADED',
+                          'OS-EXT-STS:task_state': None,
+                          'OS-EXT-SRV-ATTR:host': None})
+        state = self.placement_down_in(compute_manager.ComputeManager,
+                                       '_unshelve_instance')
+        self.api.post_server_action(server['id'], {'unshelve': None})
+        server = self._wait_for_server_parameter(
+            server, {'status': 'SHELVED_OFFLOADED',
+                     'OS-EXT-STS:task_state': None})
+        self.placement_back(state)
+        self._run_periodics()
+        self.assert_survivor(server, None)
+        self.delete_server_and_wait(server)
+        self.assert_server_left_nothing(server)

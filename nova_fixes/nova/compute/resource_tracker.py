@@ -148,6 +148,13 @@ def _remove_deleted_instances_allocations(self, context, cn,
                                                              instance_uuid,
                                                              force=False)
             continue
+        if (not instance.host or instance.host == cn.host) and (
+                self._correct_unhosted_instance(context, cn, instance,
+                                                migrations, alloc)):
+            # NOTE(stale moves): a server with no host to run on (its
+            # build failed, it is shelved offloaded) still holds this
+            # node: a release that could not reach placement.
+            continue
         if not instance.host:
             # Allocations related to instances being scheduled should not
             # be deleted if we already wrote the allocation previously.
@@ -341,6 +348,85 @@ def _correct_ended_move(self, context, cn, migration, migrations, alloc):
         LOG.exception('Unable to correct the allocations of migration %s '
                       'on this compute node; the next periodic run looks '
                       'again.', migration.uuid)
+
+
+def _correct_unhosted_instance(self, context, cn, instance, migrations,
+                               alloc):
+    """Added to ResourceTracker (stale moves).
+
+    The instance consumer holds this node while its server has no
+    host to run on: a build that failed (``ERROR``, no host) or a
+    shelved offloaded server (whatever its host says: an offload that
+    failed after it powered off and destroyed the guest leaves it set).
+    Its release could not reach placement (a build's rollback, a shelve
+    offload, an unshelve that failed), and nothing gives the claim back
+    for as long as the server lives.
+
+    ``instance`` is what the periodic read (before or after the
+    allocations); it only chooses the consumers worth a look, so that
+    nothing is asked when nothing is wrong. For one of them, the
+    consumer's allocations and generation are read first, then the
+    instance again: a build or an unshelve that claimed before that read
+    shows its task state, one that claims after it changes the generation
+    and placement refuses the write. If the server is then settled (no
+    task state, no move of it in progress here), still without a host
+    (``ERROR``) or shelved offloaded, and the driver has no guest of it
+    here, this node's tree is removed from its allocations with that
+    generation. Returns True when the consumer was looked at (corrected,
+    or left with the reason logged), False for nova's own handling.
+    """
+    if not all(instance.obj_attr_is_set(field)
+               for field in ('vm_state', 'task_state', 'deleted')):
+        # Only what the periodic read decides: no lazy load here.
+        return False
+    if instance.task_state or instance.deleted:
+        return False
+    if not (instance.vm_state == vm_states.SHELVED_OFFLOADED or
+            (instance.vm_state == vm_states.ERROR and not instance.host)):
+        return False
+    client = self.reportclient
+    try:
+        held = client.get_allocs_for_consumer(context, instance.uuid)
+        settled = self._settled_instance(context, instance.uuid,
+                                         migrations)
+        if (settled is None or settled.deleted or not (
+                settled.vm_state == vm_states.SHELVED_OFFLOADED or
+                (settled.vm_state == vm_states.ERROR and
+                 not settled.host)) or
+                (settled.host and settled.host != cn.host) or
+                self.driver.instance_exists(settled)):
+            LOG.debug('Instance %s, %s on %s, holds this compute node; '
+                      'it changed since, or has its guest here: its '
+                      'allocations are left as they are: %s.',
+                      instance.uuid, instance.vm_state, instance.host,
+                      alloc)
+            return True
+        tree = {rp['uuid'] for rp in
+                client.get_providers_in_tree(context, cn.uuid)}
+        kept = {rp: {'resources': held_rp['resources']}
+                for rp, held_rp in held['allocations'].items()
+                if rp not in tree}
+        if len(kept) == len(held['allocations']):
+            return True
+        LOG.warning('Instance %s is %s with no host to run on, but still '
+                    'holds this compute node: removing this node from its '
+                    'allocations: %s.', settled.uuid, settled.vm_state,
+                    alloc)
+        client.put_allocations(context, settled.uuid, {
+            'allocations': kept,
+            'consumer_generation': held['consumer_generation'],
+            'project_id': held['project_id'],
+            'user_id': held['user_id']})
+    except exception.AllocationUpdateFailed as e:
+        LOG.info('The allocations of instance %s changed meanwhile; the '
+                 'next periodic run looks again: %s', instance.uuid, e)
+    except Exception:
+        # As in _correct_ended_move: the periodic goes on, and its next
+        # run looks again.
+        LOG.exception('Unable to correct the allocations of instance %s '
+                      'on this compute node; the next periodic run looks '
+                      'again.', instance.uuid)
+    return True
 
 
 def _correct_moved_instance(self, context, cn, instance, fresh,

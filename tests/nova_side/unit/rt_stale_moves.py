@@ -290,3 +290,151 @@ class TestStaleMoveAllocations(BaseTestCase):  # noqa: F821
         self.assertEqual(
             [mock.call.get_allocations_for_resource_provider(
                 self.ctx, self.cn.uuid)], self.rc.mock_calls)
+
+
+class TestUnhostedInstanceAllocations(BaseTestCase):  # noqa: F821
+    """Tests for ResourceTracker._remove_deleted_instances_allocations
+    correcting the claim of a server with no host to run on: a build that
+    failed, a shelved offloaded server.
+    """
+
+    ALLOC = {'resources': {'VCPU': 1, 'MEMORY_MB': 512}}
+
+    def setUp(self):
+        super(TestUnhostedInstanceAllocations, self).setUp()
+        self._setup_rt()
+        self.cn = _COMPUTE_NODE_FIXTURES[0].obj_clone()  # noqa: F821
+        self.rt.compute_nodes[self.cn.hypervisor_hostname] = self.cn
+        self.rc = self.rt.reportclient
+        self.ctx = mock.MagicMock()
+        self.instance = objects.Instance(
+            uuid=uuids.instance, host=None, node=None,
+            vm_state=vm_states.ERROR, task_state=None, deleted=False,
+            hidden=False)
+        self.driver_mock.instance_exists.return_value = False
+        self.rc.get_allocations_for_resource_provider.return_value = (
+            report.ProviderAllocInfo(
+                allocations={uuids.instance: self.ALLOC}))
+        self.rc.get_providers_in_tree.return_value = [
+            {'uuid': self.cn.uuid}, {'uuid': uuids.child}]
+        self.calls = []
+        self.held = {
+            'allocations': {
+                self.cn.uuid: dict(self.ALLOC, generation=4),
+                uuids.child: {'resources': {'VGPU': 1}, 'generation': 1},
+                uuids.shared: {'resources': {'DISK_GB': 1},
+                               'generation': 2}},
+            'consumer_generation': 3,
+            'project_id': uuids.project, 'user_id': uuids.user}
+
+        def allocs(ctx, consumer):
+            self.calls.append('allocations')
+            return self.held
+
+        def instance(*args, **kwargs):
+            self.calls.append('instance')
+            return self.instance
+
+        self.rc.get_allocs_for_consumer.side_effect = allocs
+        p = mock.patch('nova.objects.Instance.get_by_uuid',
+                       side_effect=instance)
+        self.get_instance = p.start()
+        self.addCleanup(p.stop)
+
+    def _run(self, migrations=(), instance_by_uuid=None):
+        self.rt._remove_deleted_instances_allocations(
+            self.ctx, self.cn, list(migrations), instance_by_uuid or {})
+
+    def _assert_removed(self):
+        self.rc.put_allocations.assert_called_once_with(
+            self.ctx, uuids.instance, {
+                'allocations': {uuids.shared: {'resources': {'DISK_GB': 1}}},
+                'consumer_generation': 3,
+                'project_id': uuids.project, 'user_id': uuids.user})
+
+    def test_failed_build_leaves_this_node(self):
+        self._run()
+        self._assert_removed()
+        # The instance is read again after its allocations and their
+        # generation: a build or unshelve that claimed before shows in it.
+        self.assertEqual(['instance', 'allocations', 'instance'],
+                         self.calls)
+        self.driver_mock.instance_exists.assert_called_once_with(
+            self.instance)
+
+    def test_shelved_offloaded_still_on_this_host_leaves_this_node(self):
+        # An offload that failed after the guest was destroyed: the
+        # instance is loaded by the periodic with its host still set.
+        self.instance.vm_state = vm_states.SHELVED_OFFLOADED
+        self.instance.host = self.cn.host
+        self.instance.node = self.cn.hypervisor_hostname
+        self._run(instance_by_uuid={uuids.instance: self.instance})
+        self._assert_removed()
+        self.assertEqual(['allocations', 'instance'], self.calls)
+
+    def test_shelved_offloaded_without_host_leaves_this_node(self):
+        self.instance.vm_state = vm_states.SHELVED_OFFLOADED
+        self._run()
+        self._assert_removed()
+
+    def test_claim_in_progress_left_alone(self):
+        # Read again, the instance is being built or unshelved: its claim
+        # is the scheduler's.
+        for vm_state, task_state in (
+                (vm_states.ERROR, task_states.REBUILDING),
+                (vm_states.SHELVED_OFFLOADED, task_states.UNSHELVING),
+                (vm_states.SHELVED_OFFLOADED, task_states.SPAWNING)):
+            again = self.instance.obj_clone()
+            again.vm_state = vm_state
+            again.task_state = task_state
+            self.get_instance.side_effect = [self.instance, again]
+            self._run()
+        self.rc.put_allocations.assert_not_called()
+
+    def test_moved_meanwhile_left_alone(self):
+        again = self.instance.obj_clone()
+        again.host = 'other-host'
+        again.vm_state = vm_states.ACTIVE
+        self.get_instance.side_effect = [self.instance, again]
+        self._run()
+        self.rc.put_allocations.assert_not_called()
+
+    def test_guest_here_left_alone(self):
+        self.driver_mock.instance_exists.return_value = True
+        self._run()
+        self.rc.put_allocations.assert_not_called()
+
+    def test_building_or_hosted_instance_costs_nothing(self):
+        # A build still scheduled here, a server in ERROR on its host:
+        # nova's handling, with no extra request.
+        for host, vm_state in ((None, vm_states.BUILDING),
+                               (self.cn.host, vm_states.ERROR)):
+            self.instance.host = host
+            self.instance.node = host and self.cn.hypervisor_hostname
+            self.instance.vm_state = vm_state
+            self._run()
+        self.rc.get_allocs_for_consumer.assert_not_called()
+        self.rc.put_allocations.assert_not_called()
+        self.driver_mock.instance_exists.assert_not_called()
+
+    def test_partly_loaded_instance_decides_nothing(self):
+        self.get_instance.side_effect = [objects.Instance(
+            uuid=uuids.instance, deleted=False, host=None)]
+        self._run()
+        self.rc.get_allocs_for_consumer.assert_not_called()
+        self.rc.put_allocations.assert_not_called()
+
+    def test_refused_write_left_for_the_next_run(self):
+        self.rc.put_allocations.side_effect = exc.AllocationUpdateFailed(
+            consumer_uuid=uuids.instance,
+            error='consumer generation conflict')
+        self._run()
+        self._assert_removed()
+
+    @mock.patch('nova.compute.resource_tracker.LOG.exception')
+    def test_placement_failure_does_not_stop_the_periodic(self, logged):
+        self.rc.get_allocs_for_consumer.side_effect = (
+            ks_exc.ConnectFailure('placement is down'))
+        self._run()
+        self.rc.put_allocations.assert_not_called()
+        logged.assert_called_once()
