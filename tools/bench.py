@@ -47,12 +47,19 @@ process, the fake virt driver):
   after. Wall milliseconds are printed below the table.
 
 * restart rows: host1's compute service restarted with N guests of the
-  scans' population on its hypervisor (--restart-guests, default 1,000),
-  nothing interrupted: vanilla's init_host against the drop-ins' (the
-  interrupted moves' _init_instance, the finished moves' clean-up):
-  placement requests and statements from the stop until the new
-  service has started. Each side must have initialized every instance
-  of host1's own records (the driver's plug_vifs, counted).
+  scans' population on its hypervisor (--restart-guests, default 1,000):
+  vanilla's init_host against the drop-ins' (the interrupted moves'
+  _init_instance, the finished moves' clean-up): placement requests and
+  statements from the stop until the new service has started. Each side
+  must have initialized every instance of host1's own records (the
+  driver's plug_vifs, counted). The first row has nothing interrupted;
+  in the second, M of the guests (--restart-interrupted, default 10)
+  are seeded before each restart as cold migrations to host2 that the
+  stop interrupted in resize_instance (task state RESIZE_MIGRATING, the
+  migration consumer holding host1's node, the instance consumer
+  host2's), and each side is checked after its restart: both rolled
+  them back (no task state); the drop-ins gave host1's allocations back
+  to the instance and vanilla left them with the migration.
 
 Statements are the SELECT/INSERT/UPDATE/DELETE sent to the databases
 (SQLite's BEGIN, SAVEPOINT and the like are not): nova's and, as
@@ -61,7 +68,8 @@ nova's databases only (API, cells). The services' heartbeats are never
 counted. Placement requests are those of nova's report client.
 
 Usage: python tools/bench.py [--repeat N] [--op-repeat N]
-    [--guests N [N ...]] [--nodes N [N ...]]
+    [--guests N [N ...]] [--nodes N [N ...]] [--restart-guests N [N ...]]
+    [--restart-interrupted M]
     [--only scans|operations|activation ...]
     [--operation NAME ...]
 """
@@ -88,6 +96,7 @@ import tests as _filters  # noqa: E402,F401
 import fixtures  # noqa: E402
 from nova.cmd import manage  # noqa: E402
 from nova.compute import power_state  # noqa: E402
+from nova.compute import task_states  # noqa: E402
 from nova import context as nova_context  # noqa: E402
 from nova.db.api import api as api_db_api  # noqa: E402
 from nova.db.api import models as api_models  # noqa: E402
@@ -457,35 +466,143 @@ class Benchmark(test_orphan_instances._OrphanTestBase):
         return (requests, statements, self.counter.nova_statements,
                 len(set(initialized)))
 
+    def _interrupt_moves(self, uuids, migrations):
+        """Each server of ``uuids`` (host1's records, guests on its
+        hypervisor) as a cold migration to host2 that host1's compute
+        service stopped in (inside resize_instance's
+        migrate_disk_and_power_off) leaves it: task state
+        RESIZE_MIGRATING, a migration context naming its migration
+        'migrating', the migration consumer holding the flavor on host1's
+        node and the instance consumer the destination's claim on
+        host2's, as the conductor and prep_resize wrote them. Done before
+        each restart (a restart rolls them back); ``migrations`` keeps
+        each server's migration from one call to the next.
+        """
+        source = self._get_provider_uuid_by_host('host1')
+        dest = self._get_provider_uuid_by_host('host2')
+        resources = self._flavor_resources()
+        with self._cell_context() as cctxt:
+            for uuid in uuids:
+                instance = objects.Instance.get_by_uuid(
+                    cctxt, uuid, expected_attrs=['flavor',
+                                                 'migration_context'])
+                migration = migrations.get(uuid)
+                if migration is None:
+                    migration = objects.Migration(
+                        cctxt, instance_uuid=uuid, source_compute='host1',
+                        dest_compute='host2', source_node=instance.node,
+                        dest_node='host2', dest_host='127.0.0.1',
+                        migration_type='migration', status='migrating',
+                        old_instance_type_id=instance.flavor.id,
+                        new_instance_type_id=instance.flavor.id)
+                    if 'dest_compute_id' in migration.fields:
+                        migration.dest_compute_id = (
+                            objects.ComputeNode.get_by_host_and_nodename(
+                                cctxt, 'host2', 'host2').id)
+                    migration.create()
+                    migrations[uuid] = migration
+                else:
+                    migration.status = 'migrating'
+                    migration.save()
+                instance.migration_context = objects.MigrationContext(
+                    instance_uuid=uuid, migration_id=migration.id,
+                    new_numa_topology=None, old_numa_topology=None,
+                    new_pci_devices=None, old_pci_devices=None,
+                    new_pci_requests=None, old_pci_requests=None,
+                    new_resources=None, old_resources=None)
+                instance.task_state = task_states.RESIZE_MIGRATING
+                instance.vm_state = 'active'
+                instance.save()
+                for consumer, rp in ((migration.uuid, source),
+                                     (uuid, dest)):
+                    # Microversion 1.12: no consumer generation to name.
+                    self.placement.put(
+                        '/allocations/%s' % consumer,
+                        {'allocations': {rp: {'resources': resources}},
+                         'project_id': instance.project_id,
+                         'user_id': instance.user_id},
+                        version='1.12')
+
+    def _flavor_resources(self):
+        """What the benchmark's real server holds on host1's node."""
+        held = self.placement.get(
+            '/allocations/%s' % self._populated[-1],
+            version='1.12').body['allocations']
+        return list(held.values())[0]['resources']
+
+    def _held(self, consumer):
+        """{provider: resources} a consumer holds."""
+        held = self.placement.get('/allocations/%s' % consumer,
+                                  version='1.12').body['allocations']
+        return {rp: a['resources'] for rp, a in held.items()}
+
+    def _check_interrupted(self, fixed, uuids, migrations):
+        """What each side's restart did with the interrupted moves:
+        both rolled the servers back (no task state); with the drop-ins
+        the instance holds its flavor on host1 and the migration
+        nothing, on vanilla they hold what they held (the leak).
+        """
+        source = self._get_provider_uuid_by_host('host1')
+        dest = self._get_provider_uuid_by_host('host2')
+        with self._cell_context() as cctxt:
+            for uuid in uuids:
+                instance = objects.Instance.get_by_uuid(cctxt, uuid)
+                self.assertIsNone(instance.task_state, uuid)
+                held = (self._held(uuid),
+                        self._held(migrations[uuid].uuid))
+                if fixed:
+                    self.assertEqual(([source], []),
+                                     tuple(list(h) for h in held), uuid)
+                else:
+                    self.assertEqual(([dest], [source]),
+                                     tuple(list(h) for h in held), uuid)
+
     def test_restart(self):
         """A compute's restart with N guests of its own records (the
-        scans' population), nothing interrupted: vanilla's init_host
-        against the drop-ins' (interrupted moves, finished moves left).
+        scans' population): vanilla's init_host against the drop-ins'
+        (interrupted moves, finished moves left), first with nothing
+        interrupted, then with --restart-interrupted of the guests in a
+        cold migration that the stop interrupted on host1.
         """
         self.flags(instances=-1, cores=-1, ram=-1, group='quota')
         self.flags(action='log', group='orphan_instances')
         for size in ARGS.restart_guests:
             guests = self._populate(size)
-            counts = {False: [], True: []}
-            for i in range(ARGS.op_repeat):
-                for fixed in ((False, True) if i % 2 == 0
-                              else (True, False)):
-                    self._mode(fixed)
-                    counts[fixed].append(self._restart_counted())
-            nova_fixes.deactivate()
-            # Both sides initialized every instance of host1's records.
-            own = len(guests['own'])
-            for fixed, runs in counts.items():
-                for run in runs:
-                    self.assertGreaterEqual(run[3], own, 'fixed=%s' % fixed)
-            median = {fixed: tuple(statistics.median(c[k] for c in runs)
-                                   for k in range(3))
-                      for fixed, runs in counts.items()}
-            ROWS.append(('restart, %d guests (requests)' % size,
-                         median[False][0], median[True][0],
-                         (median[False][0], median[True][0]),
-                         (median[False][1], median[True][1]),
-                         (median[False][2], median[True][2])))
+            interrupted = guests['own'][:ARGS.restart_interrupted]
+            migrations = {}
+            for label, moves in (('', ()), (', %d moves interrupted'
+                                             % len(interrupted),
+                                             interrupted)):
+                if label and not moves:
+                    continue
+                counts = {False: [], True: []}
+                for i in range(ARGS.op_repeat):
+                    for fixed in ((False, True) if i % 2 == 0
+                                  else (True, False)):
+                        self._mode(fixed)
+                        if moves:
+                            self._interrupt_moves(moves, migrations)
+                        counts[fixed].append(self._restart_counted())
+                        if moves:
+                            self._check_interrupted(fixed, moves,
+                                                    migrations)
+                nova_fixes.deactivate()
+                # Both sides initialized every instance of host1's
+                # records.
+                own = len(guests['own'])
+                for fixed, runs in counts.items():
+                    for run in runs:
+                        self.assertGreaterEqual(run[3], own,
+                                                'fixed=%s' % fixed)
+                median = {fixed: tuple(statistics.median(c[k] for c in runs)
+                                       for k in range(3))
+                          for fixed, runs in counts.items()}
+                ROWS.append(('restart, %d guests%s (requests)'
+                             % (size, label),
+                             median[False][0], median[True][0],
+                             (median[False][0], median[True][0]),
+                             (median[False][1], median[True][1]),
+                             (median[False][2], median[True][2])))
 
     # -- audit -------------------------------------------------------
 
@@ -1133,6 +1250,10 @@ def main(argv=None):
     parser.add_argument('--restart-guests', type=int, nargs='+',
                         default=[1000], help="guests of the restarted "
                         "compute's records, for each restart row")
+    parser.add_argument('--restart-interrupted', type=int, default=10,
+                        help='guests of the restarted compute whose cold '
+                             'migration the stop interrupted, for the '
+                             'second restart row (0: no such row)')
     parser.add_argument('--audit-consumers', type=int, default=10000,
                         help='consumers with allocations in the audit '
                              'row\'s cloud')
@@ -1155,6 +1276,14 @@ def main(argv=None):
         parser.error('--repeat and --op-repeat must be at least 1')
     if min(ARGS.nodes) < 1:
         parser.error('--nodes must be at least 1')
+    if ARGS.restart_interrupted < 0:
+        parser.error('--restart-interrupted must be 0 or more')
+    if min(ARGS.restart_guests) < (3 * SPECIAL + 1 +
+                                   ARGS.restart_interrupted):
+        parser.error('--restart-guests must be at least %d (with '
+                     '--restart-interrupted %d)'
+                     % (3 * SPECIAL + 1 + ARGS.restart_interrupted,
+                        ARGS.restart_interrupted))
     if min(ARGS.restart_guests) < 3 * SPECIAL + 1:
         parser.error('--restart-guests must be at least %d'
                      % (3 * SPECIAL + 1))
