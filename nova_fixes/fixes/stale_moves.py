@@ -48,6 +48,9 @@ TARGETS = (
     registry.Target(RT + '_correct_unhosted_instance',
                     DROPIN + '_correct_unhosted_instance', new=True,
                     services=('compute',)),
+    registry.Target(RT + '_finish_failed_on_destination',
+                    DROPIN + '_finish_failed_on_destination', new=True,
+                    services=('compute',)),
     registry.Target(RT + '_correct_moved_instance',
                     DROPIN + '_correct_moved_instance', new=True,
                     services=('compute',)),
@@ -93,17 +96,21 @@ migration consumer of a move that is over, and the instance consumer
 holds nothing, or the destination's claim, for as long as the server
 lives. The same outage during a build that fails, a shelve offload or an
 unshelve leaves a server with no host to run on (ERROR, or
-SHELVED_OFFLOADED) holding the scheduler's claim. Once placement is
-back, the resource tracker's periodic skips the migration ('error'
-migrations are loaded with the moves in progress) and only warns about
-the instance consumer on the destination; the quota counted from
-placement counts the flavor twice.
+SHELVED_OFFLOADED) holding the scheduler's claim; a cold migration or
+resize whose finish_resize fails on the destination leaves the server
+there in ERROR and the migration holding the source, which that
+failure's handler could not remove. Once placement is back, the
+resource tracker's periodic skips the migration ('error' migrations are
+loaded with the moves in progress) and only warns about the instance
+consumer on the destination; the quota counted from placement counts
+the flavor twice.
 
 This adds functional regression tests that take placement down as the
-conductor asks the scheduler for a host, as the destination prepares the
-resize, as the compute builds, offloads or unshelves the server, bring
-it back, run the periodics and check what the server holds. They assert
-what is left under a FIXME; the change that fixes it flips them."""
+conductor asks the scheduler for a host, as the destination prepares or
+finishes the resize, as the compute builds, offloads or unshelves the
+server, bring it back, run the periodics and check what the server
+holds. They assert what is left under a FIXME; the change that fixes it
+flips them."""
 
 FIX_MESSAGE = """\
 ResourceTracker._remove_deleted_instances_allocations skipped every
@@ -135,7 +142,16 @@ as before otherwise:
   node is removed from its allocations. Its release could not reach
   placement (the build's rollback, a shelve offload or an unshelve that
   failed while placement was unreachable), and the periodic took such
-  a server for one being scheduled, or did not know what to do.
+  a server for one being scheduled, or did not know what to do;
+- a migration consumer of a cold migration or resize whose finish
+  failed on its destination, where its settled instance now is, still
+  holding this node, its source: this node is removed from its
+  allocations, as finish_resize's failure does when it can reach
+  placement. The evidence is nova's own record (the migration 'error',
+  the instance's host and node the destination's, the move's instance
+  action with a failed compute_finish_resize event), not the driver:
+  the source keeps its powered-off guest until the move is confirmed.
+  A revert that failed on the destination is not one and is left.
 
 The writes name the consumer generations read, so that an operation
 that starts meanwhile makes placement refuse them and the next run looks
@@ -176,6 +192,12 @@ FIX = registry.Fix(
                 ('test_unshelve_fails',
                  'test_stale_moves.UnhostedWithoutPlacementTest.'
                  'test_unshelve_fails'),
+                ('test_cold_migration_finish_fails',
+                 'test_stale_moves.FinishFailsWithoutPlacementTest.'
+                 'test_cold_migration_finish_fails'),
+                ('test_resize_finish_fails',
+                 'test_stale_moves.FinishFailsWithoutPlacementTest.'
+                 'test_resize_finish_fails'),
             )),
     ),
     notes=NOTES,

@@ -231,3 +231,47 @@ class UnhostedWithoutPlacementTest(_StaleMoveTestBase):
         self.assert_survivor(server, None)
         self.delete_server_and_wait(server)
         self.assert_server_left_nothing(server)
+
+
+class FinishFailsWithoutPlacementTest(_StaleMoveTestBase):
+    """A cold migration or resize whose finish_resize fails on the
+    destination while placement is unreachable. resize_instance on the
+    source has moved the server to the destination (its guest there, the
+    source's powered off and kept on its disk); finish_resize's failure
+    puts the server in ERROR there, records the migration 'error' and
+    removes what the migration holds on the source, which it cannot do
+    without placement. On vanilla nova (checked on 34.0.0) the migration
+    keeps the source's allocations for as long as the server lives: the
+    source's periodic sees its own, powered-off guest and only warns.
+    """
+
+    def finish_fails(self, action):
+        state = self.placement_down_in(compute_manager.ComputeManager,
+                                       'finish_resize')
+        self.api.post_server_action(self.server['id'], action)
+        migration = self._wait_for_migration_status(self.server, ['error'])
+        self.assertEqual((self.source, self.target),
+                         (migration['source_compute'],
+                          migration['dest_compute']))
+        server = self._wait_for_server_parameter(
+            self.server, {'status': 'ERROR', 'OS-EXT-STS:task_state': None,
+                          'OS-EXT-SRV-ATTR:host': self.target})
+        self.placement_back(state)
+        self._run_periodics()
+        self.assert_survivor(server, self.target)
+        # A hard reboot recovers it where it is, as nova's failure path
+        # says, and it holds its flavor there.
+        self.api.post_server_action(server['id'],
+                                    {'reboot': {'type': 'HARD'}})
+        server = self._wait_for_state_change(server, 'ACTIVE')
+        self.assert_survivor(server, self.target)
+        self.delete_server_and_wait(server)
+        self.assert_server_left_nothing(server)
+
+    def test_cold_migration_finish_fails(self):
+        self.finish_fails({'migrate': None})
+
+    def test_resize_finish_fails(self):
+        bigger = self._create_flavor(vcpu=2, memory_mb=1024, disk=1,
+                                     ephemeral=0)
+        self.finish_fails({'resize': {'flavorRef': bigger}})

@@ -175,3 +175,48 @@ class TestMoveRolledBackWithoutPlacement(
         state['down'].clear()
         self._run_periodics()
         self._assert_holds_nothing(server)
+
+    def _fail_finish(self, action):
+        server = self._create_server(networks='none')
+        source = server['OS-EXT-SRV-ATTR:host']
+        target = 'host2' if source == 'host1' else 'host1'
+        state = self._placement_down_in(compute_manager.ComputeManager,
+                                        'finish_resize')
+        self.api.post_server_action(server['id'], action)
+        self._wait_for_migration_status(server, ['error'])
+        server = self._wait_for_server_parameter(
+            server, {'status': 'ERROR', 'OS-EXT-STS:task_state': None,
+                     'OS-EXT-SRV-ATTR:host': target})
+        state['down'].clear()
+        self._run_periodics()
+        source_rp = self._get_provider_uuid_by_host(source)
+        target_rp = self._get_provider_uuid_by_host(target)
+        migration = objects.MigrationList.get_by_filters(
+            context.get_admin_context(), {'instance_uuid': server['id']})[0]
+        self.assertFlavorMatchesAllocation(
+            server['flavor'], server['id'], target_rp)
+        # recreate: begin
+        # FIXME: finish_resize failed on the destination and could not
+        # remove what the migration holds on the source: it keeps it for
+        # as long as the server lives; the source's resource tracker
+        # sees its powered-off guest and only warns.
+        self.assertEqual(
+            [source_rp],
+            list(self._get_allocations_by_server_uuid(migration.uuid)))
+        # recreate: else
+        self.assertEqual({}, self._get_allocations_by_server_uuid(
+            migration.uuid))
+        self.assertEqual({}, self._get_allocations_by_provider_uuid(
+            source_rp))
+        self._delete_server(server)
+        for rp in (source_rp, target_rp):
+            self.assertEqual({}, self._get_allocations_by_provider_uuid(rp))
+        # recreate: end
+
+    def test_cold_migration_finish_fails(self):
+        self._fail_finish({'migrate': None})
+
+    def test_resize_finish_fails(self):
+        bigger = self._create_flavor(vcpu=2, memory_mb=1024, disk=1,
+                                     ephemeral=0)
+        self._fail_finish({'resize': {'flavorRef': bigger}})

@@ -22,6 +22,7 @@ warns, as nova does.
 from keystoneauth1 import exceptions as ks_exc
 from oslo_log import log as logging
 
+from nova.compute import instance_actions
 from nova.compute import utils as compute_utils
 from nova.compute import vm_states
 from nova import exception
@@ -33,6 +34,10 @@ LOG = logging.getLogger(__name__)
 #: migration_get_in_progress_by_host_and_node leaves them out).
 ENDED_MIGRATION_STATUSES = ('confirmed', 'reverted', 'error', 'failed',
                             'completed', 'cancelled', 'done')
+#: The instance actions of a move finished by finish_resize on its
+#: destination, and the event its failure records there.
+FINISHED_MOVE_ACTIONS = (instance_actions.MIGRATE, instance_actions.RESIZE)
+FINISH_EVENT = 'compute_finish_resize'
 
 
 def _remove_deleted_instances_allocations(self, context, cn,
@@ -332,6 +337,18 @@ def _correct_ended_move(self, context, cn, migration, migrations, alloc):
             client.remove_provider_tree_from_instance_allocation(
                 context, migration.uuid, cn.uuid)
             return
+        if not here and self._finish_failed_on_destination(
+                context, instance, migration):
+            LOG.warning('Migration %s (%s) still holds this compute node: '
+                        'the finish of its move failed on %s, where its '
+                        'instance is, and could not give it back. '
+                        'Removing this node from its allocations, as that '
+                        'failure does: %s.', migration.uuid,
+                        migration.status, migration.dest_compute, alloc,
+                        instance=instance)
+            client.remove_provider_tree_from_instance_allocation(
+                context, migration.uuid, cn.uuid)
+            return
         LOG.warning('Migration %s (%s) still holds this compute node, '
                     'but its instance is on %s (%s) and its guest is %s '
                     'here: its allocations are left as they are: %s.',
@@ -348,6 +365,48 @@ def _correct_ended_move(self, context, cn, migration, migrations, alloc):
         LOG.exception('Unable to correct the allocations of migration %s '
                       'on this compute node; the next periodic run looks '
                       'again.', migration.uuid)
+
+
+def _finish_failed_on_destination(self, context, instance, migration):
+    """Added to ResourceTracker (stale moves).
+
+    Whether ``migration``, a move that is over, is a cold migration or
+    a resize whose finish failed on its destination, where its settled
+    instance now is. finish_resize's failure keeps the destination's
+    allocations for the instance (a hard reboot recovers it there) and
+    removes what the migration holds on the source; when placement could
+    not be reached then, the migration keeps the source, for as long as
+    the server lives. The evidence is nova's own record: the migration
+    'error', the instance's host and node its destination's, and the
+    server's action of that move (the newest migrate or resize that
+    started before the migration was created) with a finish_resize
+    event that failed. A revert that failed on the destination (whose
+    move had finished) is not one: its source keeps the disk the revert
+    would have used. Two database reads, made only for such a migration.
+    """
+    if not all(migration.obj_attr_is_set(field) for field in (
+            'status', 'migration_type', 'source_compute', 'dest_compute',
+            'dest_node', 'created_at')):
+        # Only what the periodic read decides: no lazy load here.
+        return False
+    if (migration.status != 'error' or
+            migration.migration_type not in ('migration', 'resize') or
+            migration.source_compute == migration.dest_compute or
+            instance.host != migration.dest_compute or
+            instance.node != migration.dest_node):
+        return False
+    actions = objects.InstanceActionList.get_by_instance_uuid(
+        context, instance.uuid)
+    mine = [action for action in actions
+            if action.action in FINISHED_MOVE_ACTIONS and
+            action.start_time <= migration.created_at]
+    if not mine:
+        return False
+    # The newest first, as nova lists them.
+    events = objects.InstanceActionEventList.get_by_action(context,
+                                                           mine[0].id)
+    return any(event.event == FINISH_EVENT and event.result == 'Error'
+               for event in events)
 
 
 def _correct_unhosted_instance(self, context, cn, instance, migrations,

@@ -10,6 +10,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
+import datetime
 from unittest import mock
 
 from keystoneauth1 import exceptions as ks_exc
@@ -219,6 +220,62 @@ class TestStaleMoveAllocations(BaseTestCase):  # noqa: F821
         self.rc.remove_provider_tree_from_instance_allocation.\
             assert_not_called()
         self.assertIn('has been moved to another host', warn.call_args[0][0])
+
+    def _finish_failed(self, actions):
+        # The move reached its destination, where the instance is; the
+        # source keeps its powered-off guest.
+        self.instance.host = 'dest-host'
+        self.instance.node = 'dest-node'
+        self.migration.migration_type = 'resize'
+        self.migration.created_at = datetime.datetime(2026, 12, 7, 10, 0, 1)
+        self._held(uuids.migration)
+        by_id = {}
+        listed = []
+        for i, (name, start, finish) in enumerate(actions):
+            action = objects.InstanceAction(
+                id=i, action=name, instance_uuid=uuids.instance,
+                start_time=datetime.datetime(2026, 12, 7, 10, 0, start))
+            listed.append(action)
+            by_id[i] = [objects.InstanceActionEvent(
+                event='compute_finish_resize', result=finish)]
+        p = mock.patch('nova.objects.InstanceActionList.get_by_instance_uuid',
+                       return_value=listed)
+        p.start()
+        self.addCleanup(p.stop)
+        p = mock.patch('nova.objects.InstanceActionEventList.get_by_action',
+                       side_effect=lambda ctx, action_id: by_id[action_id])
+        p.start()
+        self.addCleanup(p.stop)
+        self._run()
+
+    def test_finish_failed_on_destination_leaves_this_node(self):
+        self._finish_failed([('resize', 0, 'Error')])
+        self.rc.remove_provider_tree_from_instance_allocation.\
+            assert_called_once_with(self.ctx, uuids.migration,
+                                    self.cn.uuid)
+        self.rc.move_allocations.assert_not_called()
+
+    @mock.patch('nova.compute.resource_tracker.LOG.warning')
+    def test_finish_succeeded_left_with_a_warning(self, warn):
+        # A revert that failed on the destination after the move had
+        # finished: the source keeps the disk the revert would use.
+        self._finish_failed([('revertResize', 30, None),
+                             ('resize', 0, 'Success')])
+        self.rc.remove_provider_tree_from_instance_allocation.\
+            assert_not_called()
+        self.assertIn('its allocations are left as they are',
+                      warn.call_args[0][0])
+
+    def test_action_started_after_the_migration_not_its_own(self):
+        self._finish_failed([('migrate', 30, 'Error')])
+        self.rc.remove_provider_tree_from_instance_allocation.\
+            assert_not_called()
+
+    def test_migration_in_another_state_not_considered(self):
+        self.migration.status = 'failed'
+        self._finish_failed([('resize', 0, 'Error')])
+        self.rc.remove_provider_tree_from_instance_allocation.\
+            assert_not_called()
 
     def test_instance_loaded_before_the_allocations_not_corrected(self):
         # The periodic loaded it before it read the allocations: a move
