@@ -96,7 +96,10 @@ migration consumer of a move that is over, and the instance consumer
 holds nothing, or the destination's claim, for as long as the server
 lives. The same outage during a build that fails, a shelve offload or an
 unshelve leaves a server with no host to run on (ERROR, or
-SHELVED_OFFLOADED) holding the scheduler's claim; a cold migration or
+SHELVED_OFFLOADED) holding the scheduler's claim; a resize on the same
+host whose prep_resize fails leaves the instance holding the new
+flavor's claim and the migration the old flavor its guest uses; a cold
+migration or
 resize whose finish_resize fails on the destination leaves the server
 there in ERROR and the migration holding the source, which that
 failure's handler could not remove. Once placement is back, the
@@ -130,7 +133,13 @@ as before otherwise:
   VERIFY_RESIZE, no migration of it in progress here) and its guest runs
   on this node (its host and node are this one's and the driver has the
   guest), they are moved to the instance consumer, replacing what it
-  holds; when its guest is elsewhere, this node is removed from them;
+  holds; when its guest is elsewhere, this node is removed from them.
+  When the instance consumer holds this node too (a resize on this
+  same host), the flavor the instance uses decides: if the migration
+  holds exactly that and the instance something else (the new
+  flavor's claim of a resize that failed before its finish), the
+  migration's allocations are moved to the instance; otherwise (the
+  resize finished) this node is removed from the migration's;
 - an instance consumer holding this node while its settled instance
   lives on another host and the driver has no guest of it here: this
   node is removed from its allocations;
@@ -198,6 +207,9 @@ FIX = registry.Fix(
                 ('test_resize_finish_fails',
                  'test_stale_moves.FinishFailsWithoutPlacementTest.'
                  'test_resize_finish_fails'),
+                ('test_resize_prep_resize_fails',
+                 'test_stale_moves.SameHostResizeWithoutPlacementTest.'
+                 'test_resize_prep_resize_fails'),
             )),
     ),
     notes=NOTES,

@@ -275,3 +275,33 @@ class FinishFailsWithoutPlacementTest(_StaleMoveTestBase):
         bigger = self._create_flavor(vcpu=2, memory_mb=1024, disk=1,
                                      ephemeral=0)
         self.finish_fails({'resize': {'flavorRef': bigger}})
+
+
+class SameHostResizeWithoutPlacementTest(_StaleMoveTestBase):
+    """A resize on the same host whose prep_resize fails while placement
+    is unreachable: the server goes to ERROR on its host with its old
+    flavor, the migration keeps the old flavor's allocations and the
+    instance the new flavor's claim, both on the one host. On vanilla
+    nova (checked on 34.0.0) both stay for as long as the server lives;
+    the periodic that took the migration's for the extra ones (a resize
+    that finished) left the instance holding the flavor its guest does
+    not use.
+    """
+
+    def setUp(self):
+        # One compute: the resize can only stay on it.
+        super(_StaleMoveTestBase, self).setUp()
+        self.flags(allow_resize_to_same_host=True)
+        self._start_compute('host1')
+        self.server = self._create_server(networks='none')
+        self.source = self.target = 'host1'
+
+    def test_resize_prep_resize_fails(self):
+        bigger = self._create_flavor(vcpu=2, memory_mb=1024, disk=1,
+                                     ephemeral=0)
+        state = self.placement_down_in(compute_manager.ComputeManager,
+                                       '_prep_resize')
+        server = self.move_fails({'resize': {'flavorRef': bigger}},
+                                 'ERROR')
+        self.placement_back(state)
+        self.assert_healed(server)

@@ -27,6 +27,7 @@ from nova.compute import utils as compute_utils
 from nova.compute import vm_states
 from nova import exception
 from nova import objects
+from nova.scheduler import utils as scheduler_utils
 
 LOG = logging.getLogger(__name__)
 
@@ -309,7 +310,31 @@ def _correct_ended_move(self, context, cn, migration, migrations, alloc):
                 return
             if cn.uuid in held:
                 # A resize on this same host: the instance holds this
-                # node already; the migration's allocations here are extra.
+                # node already. The flavor its guest uses tells which of
+                # the two is extra: the migration's (the old flavor, once
+                # the resize finished) or the instance's (the new
+                # flavor's claim, when the resize failed before its
+                # finish and the instance kept its flavor).
+                used = {rc: amount for rc, amount in
+                        scheduler_utils.resources_from_flavor(
+                            instance, instance.flavor).items() if amount}
+                if (alloc['resources'] == used and
+                        held[cn.uuid]['resources'] != used):
+                    LOG.warning('Migration %s (%s) holds this compute '
+                                'node with the flavor its instance '
+                                'uses, and the instance holds it with '
+                                'another (a resize on this host that '
+                                'did not finish): moving the '
+                                'migration\'s allocations to the '
+                                'instance: %s.', migration.uuid,
+                                migration.status, alloc,
+                                instance=instance)
+                    client.move_allocations(context, migration.uuid,
+                                            instance.uuid)
+                    compute_utils.delete_allocations_if_deleted(
+                        context, client, instance.uuid,
+                        migration_uuid=migration.uuid)
+                    return
                 LOG.warning('Migration %s (%s) still holds this compute '
                             'node, which its instance holds too: removing '
                             'this node from the migration\'s allocations: '

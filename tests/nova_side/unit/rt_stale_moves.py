@@ -83,16 +83,51 @@ class TestStaleMoveAllocations(BaseTestCase):  # noqa: F821
         self.rc.remove_provider_tree_from_instance_allocation.\
             assert_not_called()
 
-    def test_same_host_resize_keeps_the_instance_allocations(self):
-        # A resize on this host: the instance holds this node already
-        # (its new flavor); the migration's allocations here go.
+    NEW = {'resources': {'VCPU': 2, 'MEMORY_MB': 1024}}
+
+    def _same_host(self, instance_holds, flavor_uses):
+        # A resize on this host: the instance holds this node already;
+        # the migration holds the old flavor (ALLOC).
+        self.instance.flavor = objects.Flavor(vcpus=1, memory_mb=512)
         self.rc.get_allocations_for_consumer.return_value = {
-            self.cn.uuid: self.ALLOC}
+            self.cn.uuid: dict(instance_holds, generation=3)}
         self._held(uuids.migration, uuids.instance)
         self.rt.tracked_instances = set([uuids.instance])
-        self._run()
+        with mock.patch('nova.scheduler.utils.resources_from_flavor',
+                        return_value=dict(flavor_uses['resources'],
+                                          DISK_GB=0)) as used:
+            self._run()
+        used.assert_called_once_with(self.instance, self.instance.flavor)
         self.rc.get_allocations_for_consumer.assert_called_once_with(
             self.ctx, uuids.instance)
+
+    def test_same_host_resize_keeps_the_instance_allocations(self):
+        # The resize finished: the guest uses the new flavor, which the
+        # instance holds; the migration's allocations here go.
+        self._same_host(self.NEW, self.NEW)
+        self.rc.remove_provider_tree_from_instance_allocation.\
+            assert_called_once_with(self.ctx, uuids.migration,
+                                    self.cn.uuid)
+        self.rc.move_allocations.assert_not_called()
+
+    @mock.patch.object(compute_utils, 'delete_allocations_if_deleted')
+    def test_same_host_resize_not_finished_moved_to_instance(
+            self, if_deleted):
+        # prep_resize failed: the guest uses the old flavor, which the
+        # migration holds; the instance holds the new flavor's claim.
+        self._same_host(self.NEW, self.ALLOC)
+        self.rc.move_allocations.assert_called_once_with(
+            self.ctx, uuids.migration, uuids.instance)
+        if_deleted.assert_called_once_with(
+            self.ctx, self.rc, uuids.instance,
+            migration_uuid=uuids.migration)
+        self.rc.remove_provider_tree_from_instance_allocation.\
+            assert_not_called()
+
+    def test_same_host_same_amounts_keeps_the_instance_allocations(self):
+        # Both hold what the guest uses (a migration to the same host):
+        # the migration's go.
+        self._same_host(self.ALLOC, self.ALLOC)
         self.rc.remove_provider_tree_from_instance_allocation.\
             assert_called_once_with(self.ctx, uuids.migration,
                                     self.cn.uuid)
