@@ -73,17 +73,20 @@ class _StaleMoveTestBase(base.NovaFixesTestMixin,
         self.assertIn('down', state, 'the outage never started')
         state['down'].clear()
 
-    def move_fails(self, action, status):
+    def move_fails(self, action, status, host=None):
         """Run ``action``; once its migration is 'error' and the server
         has no task state (the rollback is over, placement still down),
-        return the server.
+        return the server. It is then on its source, or on ``host``, the
+        destination its migration names (a finish that failed there).
         """
         self.api.post_server_action(self.server['id'], action)
         migration = self._wait_for_migration_status(self.server, ['error'])
         self.assertEqual(self.source, migration['source_compute'])
+        if host is not None:
+            self.assertEqual(host, migration['dest_compute'])
         return self._wait_for_server_parameter(
             self.server, {'status': status, 'OS-EXT-STS:task_state': None,
-                          'OS-EXT-SRV-ATTR:host': self.source})
+                          'OS-EXT-SRV-ATTR:host': host or self.source})
 
     def assert_healed(self, server):
         # Placement is back: one pass of every compute's periodics puts
@@ -248,14 +251,7 @@ class FinishFailsWithoutPlacementTest(_StaleMoveTestBase):
     def finish_fails(self, action):
         state = self.placement_down_in(compute_manager.ComputeManager,
                                        'finish_resize')
-        self.api.post_server_action(self.server['id'], action)
-        migration = self._wait_for_migration_status(self.server, ['error'])
-        self.assertEqual((self.source, self.target),
-                         (migration['source_compute'],
-                          migration['dest_compute']))
-        server = self._wait_for_server_parameter(
-            self.server, {'status': 'ERROR', 'OS-EXT-STS:task_state': None,
-                          'OS-EXT-SRV-ATTR:host': self.target})
+        server = self.move_fails(action, 'ERROR', host=self.target)
         self.placement_back(state)
         self._run_periodics()
         self.assert_survivor(server, self.target)
