@@ -112,18 +112,25 @@ allocations stay as the move made them: the instance consumer holds the
 destination's claim, the migration consumer what the server had on this
 host.
 
-_init_instance now gives them back once nova's init has rolled the move
-back (_return_interrupted_move), on positive evidence only: the guest
-must be on this host (the driver has it). The migration's allocations
-are moved back to the instance with the instance consumer's generation
-(_revert_allocation, which removes them instead if the server was
-deleted meanwhile), replacing the destination's claim, and the
-migration is recorded 'error'; a cold migration or resize also drops the
-instance's migration context. Where the guest is not on this host (a
-live migration that ended on the destination before its source stopped)
-nothing is changed and a warning says what is left. It costs one
-database query and one move of allocations per server whose move was
-interrupted, and nothing for the others.
+_init_instance now gives them back (_return_interrupted_move) just
+before nova's init rolls the move back, where nova's init will reach
+its roll-back: while the task state is the move's, no other request can
+start a move whose claim or migration context the give-back would undo,
+which it could once nova's init has saved the task state None. Only on
+positive evidence: the guest must be on this host (the driver has it).
+The migration's allocations are moved back to the instance with the
+instance consumer's generation (_revert_allocation, which removes them
+instead if the server was deleted meanwhile), replacing the
+destination's claim, and the migration is recorded 'error' (a running
+live migration is left to nova's init, which aborts it and records it
+'error'); a cold migration or resize also drops the instance's
+migration context and stashed flavors, in the database through a copy,
+the task state still required, so that nova's roll-back reads what it
+did. Where the guest is not on this host (a live migration that ended
+on the destination before its source stopped) nothing is changed and a
+warning says what is left. It costs two database queries and one move
+of allocations per server whose move was interrupted, and nothing for
+the others.
 
 The regression tests now assert that the server holds exactly its flavor
 on its host, that no migration of it is left in progress, and that its

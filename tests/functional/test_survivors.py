@@ -116,6 +116,47 @@ class _SurvivorTestBase(base.NovaFixesTestMixin,
         self.computes[host] = self.restart_compute_service(
             self.computes[host])
 
+    def record_task_state_cleared(self, server):
+        """What placement and the migrations of ``server`` hold at the
+        moment its task state is first saved None: once it is, the API
+        accepts another move, so nothing of the interrupted one may be
+        left to do then.
+
+        :returns: a list the record is appended to
+        """
+        record = []
+        save = objects.Instance.save
+
+        def recording_save(instance, *args, **kwargs):
+            clearing = (instance.uuid == server['id'] and not record and
+                        'task_state' in instance.obj_what_changed() and
+                        instance.task_state is None)
+            result = save(instance, *args, **kwargs)
+            if clearing:
+                record.append({
+                    'server': self._get_allocations_by_server_uuid(
+                        server['id']),
+                    'migrations': {
+                        m.uuid: (m.status,
+                                 self._get_allocations_by_server_uuid(
+                                     m.uuid))
+                        for m in self.migrations_of(server)}})
+            return result
+
+        self.stub_out('nova.objects.Instance.save', recording_save)
+        return record
+
+    def assert_given_back_when_task_state_cleared(self, record, source):
+        """The record of record_task_state_cleared shows the server holding
+        its flavor on the source only, and its migration over and holding
+        nothing.
+        """
+        self.assertEqual(1, len(record), 'the task state was never cleared')
+        source_rp = self._get_provider_uuid_by_host(source)
+        self.assertEqual([source_rp], list(record[0]['server']))
+        self.assertEqual([('error', {})],
+                         list(record[0]['migrations'].values()))
+
     def migrations_of(self, server):
         ctxt = nova_context.get_admin_context()
         return objects.MigrationList.get_by_filters(
@@ -138,6 +179,20 @@ class ColdMigrationSourceDiesTest(_SurvivorTestBase):
         self.assert_survivor(server, source)
         self.delete_server_and_wait(server)
         self.assert_server_left_nothing(server)
+
+    def test_given_back_before_the_task_state_is_cleared(self):
+        """Once init_host saves the task state None, another move may be
+        asked for; a give-back after that could replace its claim and
+        drop its migration context. All is given back before.
+        """
+        server, source, target = self._create_server()
+        died = self.die_in('migrate_disk_and_power_off', 'resize_instance')
+        self.api.post_server_action(server['id'], {'migrate': None})
+        self.wait_for(died, 'migrate_disk_and_power_off', TIMEOUT)
+        record = self.record_task_state_cleared(server)
+        self.restart_after_death(source)
+        self.assert_given_back_when_task_state_cleared(record, source)
+        self.assert_survivor(server, source)
 
     def test_resize_source_dies_in_migrate_disk_and_power_off(self):
         """A resize: the destination holds the new flavor, the source the
@@ -245,6 +300,20 @@ class LiveMigrationSourceDiesTest(_SurvivorTestBase):
         self.assert_survivor(server, source)
         self.delete_server_and_wait(server)
         self.assert_server_left_nothing(server)
+
+    def test_given_back_before_the_task_state_is_cleared(self):
+        """As for a cold migration: nothing is left to give back once the
+        task state is saved None.
+        """
+        server, source, target = self._create_server()
+        died = self.die_in('live_migration', '_do_live_migration')
+        self.api.post_server_action(server['id'], {
+            'os-migrateLive': {'host': None, 'block_migration': 'auto'}})
+        self.wait_for(died, 'live_migration', TIMEOUT)
+        record = self.record_task_state_cleared(server)
+        self.restart_after_death(source)
+        self.assert_given_back_when_task_state_cleared(record, source)
+        self.assert_survivor(server, source)
 
 
 class SurvivorNoRegressionTest(_SurvivorTestBase):

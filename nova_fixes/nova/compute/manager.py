@@ -321,10 +321,9 @@ def init_host(self, service_ref):
 #: MIGRATING (the driver's live migration).
 INTERRUPTED_MOVE_STATES = (task_states.RESIZE_MIGRATING,
                            task_states.MIGRATING)
-#: The statuses of a live migration that init_host may find interrupted:
-#: in progress, or 'error' once nova's _reset_live_migration recorded it.
-INTERRUPTED_LIVE_MIGRATION_STATUSES = ('queued', 'preparing', 'running',
-                                       'error')
+#: The statuses of a live migration that init_host may find interrupted,
+#: before nova's init: in progress on this source.
+INTERRUPTED_LIVE_MIGRATION_STATUSES = ('queued', 'preparing', 'running')
 
 
 def _init_instance(self, context, instance):
@@ -338,7 +337,9 @@ def _init_instance(self, context, instance):
     state is cleared. Nothing gave back what the move took in placement:
     the instance consumer kept the destination's claim and the migration
     consumer this host's allocations, for as long as the server lives.
-    _return_interrupted_move gives them back.
+    _return_interrupted_move gives them back, before nova's init: once
+    the task state is cleared a user may ask for another move, whose
+    claim and migration context a later give-back would undo.
 
     A resize whose finish this host was running when its compute service
     stopped (inside the driver's finish_migration) is left by nova's init
@@ -352,10 +353,11 @@ def _init_instance(self, context, instance):
     it. _finish_interrupted_revert finishes it.
     """
     task_state = instance.task_state
-    self._init_instance_as_nova_does(context, instance)
     if (task_state in INTERRUPTED_MOVE_STATES and
-            instance.host == self.host and instance.task_state is None):
+            instance.host == self.host and
+            _nova_init_rolls_back(instance)):
         self._return_interrupted_move(context, instance, task_state)
+    self._init_instance_as_nova_does(context, instance)
     if (task_state == task_states.RESIZE_FINISH and
             instance.host == self.host and
             instance.task_state == task_states.RESIZE_FINISH):
@@ -369,26 +371,30 @@ def _init_instance(self, context, instance):
 def _return_interrupted_move(self, context, instance, task_state):
     """Added to ComputeManager (interrupted moves).
 
-    Give back what a move that init_host rolled back took.
+    Give back what a move interrupted on this host, its source, took.
 
-    The migration consumer holds what the instance had on this host's
-    node, the instance consumer the destination's claim. Only on
-    positive evidence that the guest runs here (the driver has it): the
-    migration's allocations are moved back to the instance
-    (_revert_allocation, which requires the instance consumer's
-    generation and removes them instead for a deleted server), replacing
-    the destination's claim, and then the migration is recorded 'error':
-    a move that is over. A cold migration or resize also drops what
+    Called by _init_instance before nova's init rolls the move back,
+    while the task state still keeps every other request away. The
+    migration consumer holds what the instance had on this host's node,
+    the instance consumer the destination's claim. Only on positive
+    evidence that the guest is here (the driver has it): the migration's
+    allocations are moved back to the instance (_revert_allocation, which
+    requires the instance consumer's generation and removes them instead
+    for a deleted server), replacing the destination's claim, and the
+    migration is recorded 'error': a move that is over. A running live
+    migration is left to nova's init, which aborts it and records it
+    'error' itself. A cold migration or resize also drops what
     prep_resize set on the instance (its migration context, new flavor
-    and stashed vm_state; bug 1836369). Where the guest is not here (a live
-    migration that ended on the destination before the source stopped)
-    nothing is changed, and a warning says what is left. A failure is
-    logged; the service starts all the same.
+    and stashed vm_state; bug 1836369), written through a copy read from
+    the database: ``instance`` keeps what nova's roll-back reads. Where
+    the guest is not here (a live migration that ended on the
+    destination before the source stopped) nothing is changed, and a
+    warning says what is left. A failure is logged; the service starts
+    all the same.
 
     :param context: an admin request context
-    :param instance: the instance, its task state cleared by nova's init
-    :param task_state: its task state before the init (one of
-        INTERRUPTED_MOVE_STATES)
+    :param instance: the instance, in the task state of its move
+    :param task_state: its task state (one of INTERRUPTED_MOVE_STATES)
     """
     try:
         migration = _interrupted_migration(self, context, instance,
@@ -403,17 +409,51 @@ def _return_interrupted_move(self, context, instance, task_state):
                         migration.dest_compute, instance=instance)
             return
         self._revert_allocation(context, instance, migration)
-        if migration.status != 'error':
+        if migration.status != 'running':
             migration.status = 'error'
             migration.save()
         if task_state == task_states.RESIZE_MIGRATING:
-            if instance.migration_context is not None:
-                instance.drop_migration_context()
-            self._delete_stashed_flavor_info(instance)
+            _drop_resize_of_interrupted_move(context, instance)
     except Exception:
         LOG.exception('Unable to give back the allocations of the move '
                       'interrupted when this service stopped.',
                       instance=instance)
+
+
+def _nova_init_rolls_back(instance):
+    """Whether nova's init reaches its roll-back of a move interrupted in
+    RESIZE_MIGRATING or MIGRATING: it returns before it for a deleted,
+    soft-deleted or building instance and for one in ERROR, unless in
+    RESIZE_MIGRATING. (A failure to plug the guest's VIFs also returns
+    before it, and puts the server in ERROR: it then holds its flavor on
+    this host, where its guest is.)
+    """
+    if instance.vm_state in (vm_states.DELETED, vm_states.SOFT_DELETED,
+                             vm_states.BUILDING):
+        return False
+    if instance.vm_state == vm_states.ERROR:
+        return instance.task_state == task_states.RESIZE_MIGRATING
+    return True
+
+
+def _drop_resize_of_interrupted_move(context, instance):
+    """Drop what prep_resize set on the instance, in the database only,
+    while its task state is still RESIZE_MIGRATING: through a copy read
+    from the database, so that ``instance`` keeps what nova's roll-back
+    reads. The migration context ``instance`` holds is marked unchanged:
+    nova's save of the instance writes back a migration context that has
+    changes, which would undo the drop.
+    """
+    copy = objects.Instance.get_by_uuid(
+        context, instance.uuid,
+        expected_attrs=['migration_context', 'flavor', 'system_metadata'])
+    copy.old_flavor = None
+    copy.new_flavor = None
+    copy.system_metadata.pop('old_vm_state', None)
+    copy.save(expected_task_state=[task_states.RESIZE_MIGRATING])
+    copy.drop_migration_context()
+    if instance.obj_attr_is_set('migration_context'):
+        instance.obj_reset_changes(['migration_context'], recursive=True)
 
 
 def _error_out_interrupted_finish(self, context, instance):

@@ -622,30 +622,55 @@ class InterruptedMoveTestCase(testtools.TestCase):
         compute = mock.Mock(host='src')
         return compute
 
-    def _init(self, before, after, host='src'):
+    def _init(self, before, after, host='src', vm_state='active'):
         compute = self._compute()
-        instance = mock.Mock(task_state=before, host=host)
+        instance = mock.Mock(task_state=before, host=host, vm_state=vm_state)
+        seen = []
 
         def init(ctxt, inst):
+            seen.append(('nova init', inst.task_state))
             inst.task_state = after
 
+        def give_back(ctxt, inst, task_state):
+            seen.append(('give back', inst.task_state))
+
         compute._init_instance_as_nova_does.side_effect = init
+        compute._return_interrupted_move.side_effect = give_back
         manager._init_instance(compute, mock.sentinel.ctxt, instance)
+        compute.seen = seen
         return compute, instance
 
-    def test_rolled_back_moves_are_given_back(self):
+    def test_interrupted_moves_are_given_back_before_nova_init(self):
+        # Once nova's init cleared the task state another move may start:
+        # the give-back runs before, while the move's task state is kept.
         for state in manager.INTERRUPTED_MOVE_STATES:
             compute, instance = self._init(state, None)
             compute._return_interrupted_move.assert_called_once_with(
                 mock.sentinel.ctxt, instance, state)
+            self.assertEqual([('give back', state), ('nova init', state)],
+                             compute.seen)
+
+    def test_resize_migrating_in_error_is_given_back(self):
+        # nova's init rolls back RESIZE_MIGRATING even in ERROR.
+        compute, instance = self._init('resize_migrating', None,
+                                       vm_state='error')
+        compute._return_interrupted_move.assert_called_once_with(
+            mock.sentinel.ctxt, instance, 'resize_migrating')
 
     def test_nothing_else_is_given_back(self):
-        for before, after, host in (('resize_prep', None, 'src'),
-                                    (None, None, 'src'),
-                                    ('migrating', 'migrating', 'src'),
-                                    ('migrating', None, 'dest')):
-            compute, _ = self._init(before, after, host)
+        for before, host, vm_state in (
+                ('resize_prep', 'src', 'active'),
+                (None, 'src', 'active'),
+                ('migrating', 'dest', 'active'),
+                # nova's init returns before its roll-back for these.
+                ('migrating', 'src', 'error'),
+                ('migrating', 'src', 'deleted'),
+                ('resize_migrating', 'src', 'soft-delete'),
+                ('resize_migrating', 'src', 'building')):
+            compute, _ = self._init(before, None, host, vm_state)
             compute._return_interrupted_move.assert_not_called()
+            compute._init_instance_as_nova_does.assert_called_once_with(
+                mock.sentinel.ctxt, mock.ANY)
 
     def _migration(self, **kwargs):
         values = dict(uuid='mig', status='migrating', source_compute='src',
@@ -653,11 +678,14 @@ class InterruptedMoveTestCase(testtools.TestCase):
         values.update(kwargs)
         return mock.Mock(**values)
 
+    @mock.patch('nova.objects.Instance.get_by_uuid')
     @mock.patch('nova.objects.Migration.get_by_id_and_instance')
-    def test_resize_given_back_then_recorded_error(self, get):
+    def test_resize_given_back_then_recorded_error(self, get, get_copy):
         compute = self._compute()
         migration = get.return_value = self._migration()
         instance = mock.Mock(uuid='inst')
+        copy = get_copy.return_value
+        copy.system_metadata = {'old_vm_state': 'active', 'other': 'x'}
         compute._revert_allocation.side_effect = (
             lambda *a: self.assertEqual('migrating', migration.status))
         manager._return_interrupted_move(compute, mock.sentinel.ctxt,
@@ -666,7 +694,51 @@ class InterruptedMoveTestCase(testtools.TestCase):
             mock.sentinel.ctxt, instance, migration)
         self.assertEqual('error', migration.status)
         migration.save.assert_called_once_with()
-        instance.drop_migration_context.assert_called_once_with()
+        # What prep_resize set is dropped from a copy, with the move's
+        # task state required; the instance nova's init rolls back from
+        # keeps it.
+        get_copy.assert_called_once_with(
+            mock.sentinel.ctxt, 'inst', expected_attrs=[
+                'migration_context', 'flavor', 'system_metadata'])
+        self.assertIsNone(copy.old_flavor)
+        self.assertIsNone(copy.new_flavor)
+        self.assertEqual({'other': 'x'}, copy.system_metadata)
+        copy.save.assert_called_once_with(
+            expected_task_state=['resize_migrating'])
+        copy.drop_migration_context.assert_called_once_with()
+        instance.drop_migration_context.assert_not_called()
+        instance.save.assert_not_called()
+        # nova's save would write back a migration context with changes.
+        instance.obj_reset_changes.assert_called_once_with(
+            ['migration_context'], recursive=True)
+
+    @mock.patch('nova.objects.MigrationList.get_by_filters')
+    def test_a_running_live_migration_is_left_to_nova_init(self, get_by):
+        # nova's _reset_live_migration aborts a 'running' one and records
+        # it 'error'; recorded here, it would not be aborted.
+        compute = self._compute()
+        running = self._migration(status='running')
+        get_by.return_value = [running]
+        manager._return_interrupted_move(compute, mock.sentinel.ctxt,
+                                         mock.Mock(), 'migrating')
+        compute._revert_allocation.assert_called_once_with(
+            mock.sentinel.ctxt, mock.ANY, running)
+        self.assertEqual('running', running.status)
+        running.save.assert_not_called()
+
+    @mock.patch('nova.objects.MigrationList.get_by_filters')
+    def test_a_live_migration_not_yet_running_is_recorded_error(self,
+                                                                get_by):
+        for status in ('queued', 'preparing'):
+            compute = self._compute()
+            migration = self._migration(status=status)
+            get_by.return_value = [migration]
+            manager._return_interrupted_move(compute, mock.sentinel.ctxt,
+                                             mock.Mock(), 'migrating')
+            compute._revert_allocation.assert_called_once_with(
+                mock.sentinel.ctxt, mock.ANY, migration)
+            self.assertEqual('error', migration.status)
+            migration.save.assert_called_once_with()
 
     @mock.patch('nova.objects.Migration.get_by_id_and_instance')
     def test_no_evidence_no_change(self, get):
@@ -693,7 +765,7 @@ class InterruptedMoveTestCase(testtools.TestCase):
 
     @mock.patch('nova.objects.MigrationList.get_by_filters')
     def test_the_newest_live_migration_from_this_host(self, get_by_filters):
-        mine = self._migration(status='error')
+        mine = self._migration(status='running')
         get_by_filters.return_value = [self._migration(source_compute='x'),
                                        mine]
         compute = self._compute()
@@ -701,7 +773,7 @@ class InterruptedMoveTestCase(testtools.TestCase):
             compute, mock.sentinel.ctxt, mock.Mock(uuid='inst'),
             'migrating'))
         filters = get_by_filters.call_args[0][1]
-        self.assertEqual(['queued', 'preparing', 'running', 'error'],
+        self.assertEqual(['queued', 'preparing', 'running'],
                          filters['status'])
         self.assertEqual(['created_at', 'id'],
                          get_by_filters.call_args[1]['sort_keys'])
