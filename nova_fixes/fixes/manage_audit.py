@@ -47,6 +47,83 @@ TARGETS = (
                     new=True, services=('manage',)),
 )
 
+#: The audit's heal (a feature: its blueprint and spec,
+#: patches/master/specs/placement-audit-heal.rst).
+HEAL_SLUG = 'Heal-misplaced-allocations-in-the-placement-audit'
+HEAL_TEST = 'nova/tests/functional/test_placement_audit_heal.py'
+HEAL_NOTES = ('placement-audit-heal-3e9a6c1d7b2f5048.yaml',)
+HEAL_TRAILERS = ('Implements: blueprint placement-audit-heal',
+                 'Related-Bug: #1793569')
+MANAGE_DOC = 'doc/source/cli/nova-manage.rst'
+HEAL_TARGETS = (
+    registry.Target(PC + 'audit', DROPIN + 'audit',
+                    original_as='_audit_as_nova_does',
+                    services=('manage',)),
+    registry.Target(PC + '_heal_misplaced_allocations',
+                    DROPIN + '_heal_misplaced_allocations', new=True,
+                    services=('manage',)),
+    registry.Target(PC + '_heal_misplaced', DROPIN + '_heal_misplaced',
+                    new=True, services=('manage',)),
+    registry.Target(PC + '_heal_misplaced_server',
+                    DROPIN + '_heal_misplaced_server', new=True,
+                    services=('manage',)),
+    registry.Target(PC + '_heal_ended_move', DROPIN + '_heal_ended_move',
+                    new=True, services=('manage',)),
+)
+
+#: The nova-manage documentation of the audit, and what --heal adds to it.
+MANAGE_DOC_EDITS = (
+    ('    nova-manage placement audit [--verbose] [--delete]\n'
+     '      [--resource_provider <uuid>]\n',
+     '    nova-manage placement audit [--verbose] [--delete] [--heal]\n'
+     '      [--resource_provider <uuid>]\n'),
+    ('.. option:: --delete\n\n'
+     '    Deletes orphaned allocations that were found.\n',
+     '.. option:: --delete\n\n'
+     '    Deletes orphaned allocations that were found.\n\n'
+     '.. option:: --heal\n\n'
+     '    Moves misplaced allocations to where their server runs: a live\n'
+     '    server\'s allocations on a node its guest is not on are removed\n'
+     '    and, if it holds nothing on its own node, its flavor is put\n'
+     '    there; a migration\'s of a move that is over, on the node its\n'
+     '    server runs on, are given to the server (or removed if it holds\n'
+     '    that node already). Every write requires the consumer\n'
+     '    generations read, so that an allocation written meanwhile (a\n'
+     '    build\'s or a move\'s claim) is never overwritten: the consumer\n'
+     '    is read again. Claims of builds and moves in flight are left\n'
+     '    alone. A server whose flavor needs resources of nested\n'
+     '    providers is left to :program:`nova-manage placement\n'
+     '    heal_allocations`.\n'),
+    ('   * - 3\n'
+     '     - Orphaned allocations were found\n'
+     '   * - 4\n'
+     '     - All found orphaned allocations were deleted\n',
+     '   * - 3\n'
+     '     - Orphaned (or, with ``--heal``, misplaced) allocations were '
+     'found\n'
+     '   * - 4\n'
+     '     - All found orphaned allocations were deleted, or misplaced '
+     'ones healed\n'),
+)
+
+
+def document_heal(files):
+    """nova-manage's documentation of the placement audit: the --heal
+    option and its return codes. Refuses a page that does not read as
+    expected.
+    """
+    if MANAGE_DOC not in files:
+        raise errors.ExportError('the nova tree has no %s' % MANAGE_DOC)
+    text = files[MANAGE_DOC]
+    for old, new in MANAGE_DOC_EDITS:
+        if text.count(old) != 1:
+            raise errors.ExportError(
+                '%s: the placement audit is not documented as expected: %s'
+                % (MANAGE_DOC, old.splitlines()[0].strip()))
+        text = text.replace(old, new)
+    return {MANAGE_DOC: text}
+
+
 #: nova's unit test of _check_orphaned_allocations_for_provider, which
 #: runs with no database: its orphan is now looked up first.
 CHECK_TEST = 'test_check_orphaned_allocations_for_provider'
@@ -70,7 +147,7 @@ def orphan_is_looked_up(files):
             "%s@mock.patch.object(manage.PlacementCommands, "
             "'_orphaned_consumer',\n"
             "%s                   new=mock.Mock(return_value=("
-            "'instance', None)))\n" % ((indent,) * 2)))
+            "'instance', None, None)))\n" % ((indent,) * 2)))
         return ''.join(lines)
 
     return edits.edit_python(files, MANAGE_UNIT, edit)
@@ -124,6 +201,34 @@ nova's unit test of the audit of one provider runs with no database: it
 now says the lookup finds nothing that may use the consumer it expects
 deleted; what it asserts is unchanged."""
 
+HEAL_MESSAGE = """\
+nova-manage placement audit finds allocations that are misplaced, not
+orphaned: a live server's on a node its guest is not on (what a move
+interrupted by a compute that stopped leaves: the server holds the
+destination, its migration the source), and the allocations a migration
+of a move that is over holds on the node its server runs on. It leaves
+them alone (see the previous change): deleting them leaves the server
+holding less than its guest uses. Nothing in nova moves them, and the
+operator is left to write allocations by hand.
+
+This adds --heal. After the audit's pass, a second pass over the same
+providers heals each misplaced consumer of a compute node: a live
+server's allocations on the node are removed and, if it then holds
+nothing on its own node, its flavor is put there; a migration's are
+given to its server in one request for both consumers, or removed if
+the server holds that node already. The consumers' allocations and
+their generations are read first and the verdict is made again on
+records read after them; every write requires those generations, so
+that a claim written meanwhile (a build's, a move's) makes placement
+refuse the write and the consumer is read again, up to three times:
+nothing is overwritten. Claims in flight stay left alone, as without
+--heal. A server whose flavor needs resources of nested providers is
+left to heal_allocations, and a sharing provider's consumers are not
+looked at. It costs nothing without --heal; with it, the providers'
+allocations are read again, plus a few requests per misplaced consumer.
+
+Return codes: 4 when something was healed, 1 when a write failed."""
+
 FIX = registry.Fix(
     bug='manage_audit',
     title='nova-manage placement audit --delete deletes the claims of '
@@ -131,7 +236,7 @@ FIX = registry.Fix(
     open_upstream=True,
     upstream='open; the audit only knows instances on the node and '
              'migrations in progress there (related to bug 1793569)',
-    targets=TARGETS,
+    targets=TARGETS + HEAL_TARGETS,
     tests=('test_manage_audit',),
     nova_tests=(
         registry.NovaTest(
@@ -142,15 +247,25 @@ FIX = registry.Fix(
                              'test_cold_migration_in_flight',
                              'test_misplaced_server',
                              'test_ended_move_holding_the_servers_node'))),
+        registry.NovaTest(
+            HEAL_TEST, 'test_placement_audit_heal.py',
+            pairs=tuple(
+                (name, 'test_manage_audit.HealTest.' + name)
+                for name in ('test_heal_misplaced_server',
+                             'test_heal_ended_move_holding_the_servers_node',
+                             'test_heal_move_rolled_back_on_its_source',
+                             'test_heal_leaves_claims_in_flight'))),
     ),
-    notes=NOTES,
-    unit_tests=(registry.NovaUnitTests(MANAGE_UNIT, 'manage_audit.py'),),
+    notes=NOTES + HEAL_NOTES,
+    unit_tests=(registry.NovaUnitTests(MANAGE_UNIT, 'manage_audit.py'),
+                registry.NovaUnitTests(MANAGE_UNIT,
+                                       'manage_audit_heal.py')),
     patch=registry.Patch(
         slug=FIX_SLUG,
         subject='Leave live claims alone in the placement audit',
         body=FIX_MESSAGE,
         trailers=TRAILERS,
-        test_edits=(orphan_is_looked_up,),
+        test_edits=(orphan_is_looked_up, document_heal),
         changes=(
             registry.Change(
                 slug=RECREATE_SLUG,
@@ -170,6 +285,17 @@ FIX = registry.Fix(
                 test_edits=('orphan_is_looked_up',),
                 unit_tests=('manage_audit.py',),
                 needs=(RECREATE_SLUG,)),
+            registry.Change(
+                slug=HEAL_SLUG,
+                subject='Heal misplaced allocations in the placement audit',
+                body=HEAL_MESSAGE,
+                trailers=HEAL_TRAILERS,
+                targets=tuple(target.path for target in HEAL_TARGETS),
+                nova_tests=(HEAL_TEST,),
+                notes=HEAL_NOTES,
+                test_edits=('document_heal',),
+                unit_tests=('manage_audit_heal.py',),
+                needs=(FIX_SLUG,)),
         ),
     ),
 )

@@ -510,12 +510,14 @@ class NovaFixesTestMixin(object):
             max_rows=1000, until_complete=True, all_cells=True)
         self._run_periodics()
 
-    def placement_audit(self, delete):
-        """nova-manage placement audit --verbose [--delete]: (its exit
-        code, what it printed).
+    def placement_audit(self, delete, heal=False):
+        """nova-manage placement audit --verbose [--delete] [--heal]: (its
+        exit code, what it printed). ``--heal`` is the drop-ins' (vanilla
+        nova has not got it).
         """
         out = io.StringIO()
+        kwargs = {'heal': True} if heal else {}
         with mock.patch('sys.stdout', out):
-            result = manage.PlacementCommands().audit(verbose=True,
-                                                      delete=delete)
+            result = manage.PlacementCommands().audit(
+                verbose=True, delete=delete, **kwargs)
         return result, out.getvalue()

@@ -27,8 +27,10 @@ there, and deletes all four.
 
 from nova import context as nova_context
 from nova import objects
+from nova.scheduler.client import report
 from oslo_utils.fixture import uuidsentinel as uuids
 
+from tests import common
 from tests.functional import base
 from tests.functional import test_audit
 
@@ -175,4 +177,121 @@ class OrphansTest(_ManageAuditTestBase):
         result, out = self.placement_audit(delete=True)
         self.assertEqual(4, result, out)
         self.assertIn('Processed 2 allocations.', out)
+        self.assert_survivor(server, host)
+
+
+class HealTest(_ManageAuditTestBase):
+    """nova-manage placement audit --heal (the drop-ins' option): misplaced
+    allocations are moved to where the server runs, with the consumer
+    generations read; claims in flight and what was written meanwhile
+    are left alone. The property: after the heal every live server holds
+    exactly its flavor where its guest runs, and no migration of a move
+    that is over holds anything.
+    """
+
+    recreates = None
+
+    def setUp(self):
+        super(HealTest, self).setUp()
+        if common.mode() == 'vanilla':
+            self.skipTest('tests the audit\'s --heal option itself')
+
+    def _misplace(self):
+        """A server holding the other host only: (server, host, other)."""
+        server = self._create_server(networks='none')
+        host = server['OS-EXT-SRV-ATTR:host']
+        other = 'host2' if host == 'host1' else 'host1'
+        self.put_allocations(
+            server['id'], {self._get_provider_uuid_by_host(other):
+                           self._flavor_resources(server['flavor'])},
+            *self.owner(server))
+        return server, host, other
+
+    def test_heal_misplaced_server(self):
+        server, host, other = self._misplace()
+        result, out = self.placement_audit(delete=False, heal=True)
+        self.assertEqual(4, result, out)
+        self.assertIn('moved to its node', out)
+        self.assert_survivor(server, host)
+        # Nothing left to heal: a second run changes nothing.
+        result, out = self.placement_audit(delete=False, heal=True)
+        self.assertEqual(0, result, out)
+
+    def test_heal_ended_move_holding_the_servers_node(self):
+        server = self._create_server(networks='none')
+        host = server['OS-EXT-SRV-ATTR:host']
+        other = 'host2' if host == 'host1' else 'host1'
+        self.ended_migration(server, host, other, 'error')
+        self.put_allocations(uuids.migration, {
+            self._get_provider_uuid_by_host(host):
+            self._flavor_resources(server['flavor'])}, *self.owner(server))
+        self.put_allocations(server['id'], {}, *self.owner(server))
+        result, out = self.placement_audit(delete=False, heal=True)
+        self.assertEqual(4, result, out)
+        self.assertIn('moved to its server', out)
+        self.assert_survivor(server, host)
+
+    def test_heal_move_rolled_back_on_its_source(self):
+        """What a cold migration whose source stopped leaves on vanilla
+        nova: the server holds the destination, the migration ('error')
+        the source, where the guest runs. Either node may be audited
+        first; the heal ends the same.
+        """
+        server, host, other = self._misplace()
+        self.ended_migration(server, host, other, 'error')
+        self.put_allocations(uuids.migration, {
+            self._get_provider_uuid_by_host(host):
+            self._flavor_resources(server['flavor'])}, *self.owner(server))
+        result, out = self.placement_audit(delete=False, heal=True)
+        self.assertEqual(4, result, out)
+        self.assert_survivor(server, host)
+
+    def test_heal_leaves_claims_in_flight(self):
+        """A cold migration held before its destination's prep_resize:
+        the audit with --heal and --delete changes nothing, and the move
+        ends holding its destination.
+        """
+        server = self._create_server(networks='none')
+        source = server['OS-EXT-SRV-ATTR:host']
+        reached, release = self.hold('prep_resize')
+        self.api.post_server_action(server['id'], {'migrate': None})
+        self.wait_for(reached, 'prep_resize', TIMEOUT)
+        before = self._all_allocations()
+        result, out = self.placement_audit(delete=True, heal=True)
+        self.assertEqual(before, self._all_allocations(), out)
+        self.assertEqual(0, result, out)
+        release.set()
+        server = self._wait_for_state_change(server, 'VERIFY_RESIZE')
+        server = self._confirm_resize(server)
+        target = server['OS-EXT-SRV-ATTR:host']
+        self.assertNotEqual(source, target)
+        self.assert_survivor(server, target)
+
+    def test_heal_never_overwrites_what_was_written_meanwhile(self):
+        """Between the heal's read of the server's allocations and its
+        write, something else writes them (here: what the server should
+        hold). Placement refuses the heal's write for the consumer
+        generation; the heal reads again, finds nothing misplaced, and
+        leaves the other writer's allocations as they are.
+        """
+        server, host, other = self._misplace()
+        meanwhile = {self._get_provider_uuid_by_host(host):
+                     self._flavor_resources(server['flavor'])}
+        original = report.SchedulerReportClient.get_allocs_for_consumer
+        reads = []
+
+        def racing(client, ctxt, consumer):
+            body = original(client, ctxt, consumer)
+            reads.append(consumer)
+            if consumer == server['id'] and len(reads) == 1:
+                self.put_allocations(server['id'], meanwhile,
+                                     *self.owner(server))
+            return body
+
+        self.stub_out('nova.scheduler.client.report.SchedulerReportClient.'
+                      'get_allocs_for_consumer', racing)
+        result, out = self.placement_audit(delete=False, heal=True)
+        self.assertEqual([server['id'], server['id']], reads, out)
+        self.assertIn('holds nothing on this node any more', out)
+        self.assertEqual({server['id']: meanwhile}, self._all_allocations())
         self.assert_survivor(server, host)

@@ -61,8 +61,14 @@ class TestPlacementAuditLiveClaims(test.NoDBTestCase):
         return patcher.start()
 
     def _verdict(self, consumer=uuidsentinel.instance):
-        return self.cli._orphaned_consumer(self.ctxt, consumer,
-                                           uuidsentinel.cn)
+        """(consumer type, reason); the evidence of a misplaced consumer
+        is kept in self.misplaced.
+        """
+        kind, reason, self.misplaced = self.cli._orphaned_consumer(
+            self.ctxt, consumer, uuidsentinel.cn)
+        if reason is None:
+            self.assertIsNone(self.misplaced)
+        return kind, reason
 
     def _migration(self, status):
         self.get_im.side_effect = [
@@ -92,6 +98,7 @@ class TestPlacementAuditLiveClaims(test.NoDBTestCase):
     def test_instance_with_task_state(self):
         self.instance.task_state = 'resize_prep'
         self.assertIn('resize_prep', self._verdict()[1])
+        self.assertIsNone(self.misplaced)
 
     def test_instance_building_without_host(self):
         self.instance.host = self.instance.node = None
@@ -107,6 +114,7 @@ class TestPlacementAuditLiveClaims(test.NoDBTestCase):
         kind, reason = self._verdict()
         self.assertIn('misplaced, not orphaned', reason)
         self.assertIn('host2', reason)
+        self.assertEqual((self.instance, None, self.cell), self.misplaced)
 
     def test_cell_cannot_be_read(self):
         self.in_cell.side_effect = lambda ctxt, cell, fn, uuid, **kw: {
@@ -140,6 +148,10 @@ class TestPlacementAuditLiveClaims(test.NoDBTestCase):
         kind, reason = self._verdict(uuidsentinel.migration)
         self.assertEqual('migration', kind)
         self.assertIn('misplaced, not orphaned', reason)
+        instance, migration, cell = self.misplaced
+        self.assertIs(self.instance, instance)
+        self.assertEqual(uuidsentinel.migration, migration.uuid)
+        self.assertEqual(self.cell, cell)
 
     def test_ended_move_whose_server_runs_elsewhere(self):
         self._migration('confirmed')
