@@ -352,7 +352,10 @@ def _init_instance(self, context, instance):
     is left by nova's init in RESIZE_REVERTING, where no request acts on
     it. _finish_interrupted_revert finishes it.
     """
-    task_state = instance.task_state
+    # An instance nova's init returns early for may have no task state
+    # loaded (a partly deleted one, for example).
+    task_state = (instance.task_state
+                  if instance.obj_attr_is_set('task_state') else None)
     if (task_state in INTERRUPTED_MOVE_STATES and
             instance.host == self.host and
             _nova_init_rolls_back(instance)):

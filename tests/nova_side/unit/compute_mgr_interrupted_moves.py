@@ -91,6 +91,19 @@ class InterruptedMoveTestCase(test.NoDBTestCase):
                    vm_states.ERROR).assert_called_once_with(
             self.context, self.instance, task_states.RESIZE_MIGRATING)
 
+    def test_init_of_an_instance_without_task_state(self):
+        # A partly deleted instance may have no task state loaded: nova's
+        # init returns early for it, and nothing else is done.
+        instance = objects.Instance(uuid=uuids.instance, host=self.HOST,
+                                    vm_state=vm_states.DELETED)
+        with mock.patch.object(self.compute,
+                               '_init_instance_as_nova_does') as nova_init, \
+                mock.patch.object(self.compute,
+                                  '_return_interrupted_move') as give_back:
+            self.compute._init_instance(self.context, instance)
+        nova_init.assert_called_once_with(self.context, instance)
+        give_back.assert_not_called()
+
     def test_init_leaves_other_task_states(self):
         for task_state in (None, task_states.RESIZE_PREP,
                            task_states.RESIZE_FINISH, task_states.DELETING):

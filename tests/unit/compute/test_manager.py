@@ -650,6 +650,15 @@ class InterruptedMoveTestCase(testtools.TestCase):
             self.assertEqual([('give back', state), ('nova init', state)],
                              compute.seen)
 
+    def test_an_instance_without_task_state(self):
+        # A partly deleted instance may have no task state loaded.
+        compute = self._compute()
+        instance = objects.Instance(host='src', vm_state='deleted')
+        manager._init_instance(compute, mock.sentinel.ctxt, instance)
+        compute._init_instance_as_nova_does.assert_called_once_with(
+            mock.sentinel.ctxt, instance)
+        compute._return_interrupted_move.assert_not_called()
+
     def test_resize_migrating_in_error_is_given_back(self):
         # nova's init rolls back RESIZE_MIGRATING even in ERROR.
         compute, instance = self._init('resize_migrating', None,
