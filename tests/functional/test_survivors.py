@@ -153,9 +153,15 @@ class _SurvivorTestBase(base.NovaFixesTestMixin,
         """
         self.assertEqual(1, len(record), 'the task state was never cleared')
         source_rp = self._get_provider_uuid_by_host(source)
-        self.assertEqual([source_rp], list(record[0]['server']))
-        self.assertEqual([('error', {})],
-                         list(record[0]['migrations'].values()))
+        self.assertEqual(
+            [source_rp], list(record[0]['server']),
+            base.LEAK + 'the server held %s, not only its source, when its '
+            'task state was cleared' % list(record[0]['server']))
+        self.assertEqual(
+            [('error', {})], list(record[0]['migrations'].values()),
+            base.LEAK + 'its migration was still in progress or holding '
+            'allocations when the task state was cleared: %s'
+            % record[0]['migrations'])
 
     def migrations_of(self, server):
         ctxt = nova_context.get_admin_context()
