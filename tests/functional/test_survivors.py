@@ -31,6 +31,8 @@ for as long as the server lives. A cold migration's migration even stays
 
 import threading
 
+import requests
+
 from nova.compute import manager as compute_manager
 from nova import context as nova_context
 from nova import objects
@@ -48,6 +50,14 @@ class Died(BaseException):
     instance, revert the allocations, record the migration 'error') runs,
     as none would in a process that died.
     """
+
+
+def _unavailable():
+    """What placement answers when it is there but cannot serve."""
+    response = requests.Response()
+    response.status_code = 503
+    response._content = b'503 Service Unavailable'
+    return response
 
 
 class _SurvivorTestBase(base.NovaFixesTestMixin,
@@ -163,6 +173,28 @@ class _SurvivorTestBase(base.NovaFixesTestMixin,
             'allocations when the task state was cleared: %s'
             % record[0]['migrations'])
 
+    def restart_during_outage(self, action, driver_method, entry,
+                              failure=None):
+        """The source dies in ``driver_method`` during ``action`` and
+        starts again while placement fails (``failure``, see
+        base.placement_down); placement comes back, then the survivor
+        property is checked after the periodics: nothing could be
+        written before.
+        """
+        server, source, target = self._create_server()
+        died = self.die_in(driver_method, entry)
+        self.api.post_server_action(server['id'], action)
+        self.wait_for(died, driver_method, TIMEOUT)
+        failed, down = self.placement_down(failure)
+        self.restart_after_death(source)
+        # The restarted service met the outage (its start's update of the
+        # node's inventory at least).
+        self.assertNotEqual([], failed)
+        down.clear()
+        self.assert_survivor(server, source, right_away=False)
+        self.delete_server_and_wait(server)
+        self.assert_server_left_nothing(server)
+
     def migrations_of(self, server):
         ctxt = nova_context.get_admin_context()
         return objects.MigrationList.get_by_filters(
@@ -199,6 +231,25 @@ class ColdMigrationSourceDiesTest(_SurvivorTestBase):
         self.restart_after_death(source)
         self.assert_given_back_when_task_state_cleared(record, source)
         self.assert_survivor(server, source)
+
+    def test_source_restarts_while_placement_is_down(self):
+        """The source starts again while placement is down: init_host
+        cannot give back what the move took, and nova's init rolls the
+        move back all the same. The move must still be recorded over (its
+        migration 'error', not 'migrating' for ever), so that once
+        placement is back the resource tracker's periodic gives the
+        source back to the server on positive evidence (the move is
+        over, the server is settled here and the driver has its guest).
+        """
+        self.restart_during_outage({'migrate': None},
+                                   'migrate_disk_and_power_off',
+                                   'resize_instance')
+
+    def test_source_restarts_while_placement_answers_503(self):
+        """As above, placement answering 503 instead of not answering."""
+        self.restart_during_outage({'migrate': None},
+                                   'migrate_disk_and_power_off',
+                                   'resize_instance', failure=_unavailable)
 
     def test_resize_source_dies_in_migrate_disk_and_power_off(self):
         """A resize: the destination holds the new flavor, the source the
@@ -306,6 +357,15 @@ class LiveMigrationSourceDiesTest(_SurvivorTestBase):
         self.assert_survivor(server, source)
         self.delete_server_and_wait(server)
         self.assert_server_left_nothing(server)
+
+    def test_source_restarts_while_placement_is_down(self):
+        """As for a cold migration: nova's init aborts the live migration
+        and records it 'error'; the periodic gives the source back once
+        placement is back.
+        """
+        self.restart_during_outage(
+            {'os-migrateLive': {'host': None, 'block_migration': 'auto'}},
+            'live_migration', '_do_live_migration')
 
     def test_given_back_before_the_task_state_is_cleared(self):
         """As for a cold migration: nothing is left to give back once the
