@@ -35,6 +35,8 @@ it read and decide again, never overwrite.
 
 import collections
 
+import os_resource_classes as orc
+import os_traits
 from oslo_utils import timeutils
 
 from nova.compute import vm_states
@@ -66,6 +68,17 @@ MOVING_STATUSES = (
     'running', 'pre-migrated', 'migrated')
 #: Placement's microversion with consumer generations.
 VERSION = report.CONSUMER_GENERATION_VERSION
+#: What a sharing provider (trait MISC_SHARES_VIA_AGGREGATE: shared
+#: storage, for example) stands for in the map of roots: it is in no
+#: compute node's tree, and holding it says nothing of where a server's
+#: guest runs.
+SHARED = None
+#: The resource classes heal puts on a compute node's root provider for a
+#: server holding nothing there. What needs others (a port's bandwidth, a
+#: vGPU: nested providers) is not created, nor removed where heal would
+#: have to create it again.
+ROOT_RESOURCE_CLASSES = frozenset((orc.VCPU, orc.PCPU, orc.MEMORY_MB,
+                                   orc.DISK_GB))
 #: How heal's outcome reads when nothing is wrong any more.
 RESOLVED = ('healed', 'nothing left', 'left alone: now right',
             'left alone: now in flight')
@@ -142,6 +155,12 @@ class Placement(object):
             missing='resource provider %s (%s) vanished during the audit; '
             'nothing was changed: run it again' % (rp['uuid'], rp['name'])
         )['allocations']
+
+    def sharing(self):
+        """The uuids of the sharing providers."""
+        return {rp['uuid'] for rp in self._call(
+            'get', '/resource_providers?required=%s'
+            % os_traits.MISC_SHARES_VIA_AGGREGATE)['resource_providers']}
 
     def consumer(self, uuid):
         return self._call('get', '/allocations/%s' % uuid)
@@ -257,7 +276,17 @@ def _node_of(facts, host, node):
 
 
 def _roots(held, roots):
-    return {roots.get(rp, rp) for rp in held}
+    """The compute node trees (their roots) ``held`` is in; a sharing
+    provider is in none.
+    """
+    return {root for root in (roots.get(rp, rp) for rp in held)
+            if root is not SHARED}
+
+
+def _tree(held, roots, root):
+    """What ``held`` holds in the tree of ``root``."""
+    return {rp: res for rp, res in held.items()
+            if root is not None and roots.get(rp, rp) == root}
 
 
 def decide(uuid, held, facts, roots):
@@ -462,6 +491,8 @@ def audit(ctxt, heal=False, cell=None, placement=None, grace=GRACE):
     names = {rp['uuid']: rp['name'] for rp in rps}
     roots = {rp['uuid']: rp.get('root_provider_uuid') or rp['uuid']
              for rp in rps}
+    for rp in placement.sharing():
+        roots[rp] = SHARED
     consumers = {}
     for rp in rps:
         for c, alloc in placement.provider_allocations(rp).items():
@@ -525,40 +556,36 @@ def _heal(ctxt, v, placement, roots, cells, grace=GRACE):
             if now.target is None:
                 v.healed = 'left alone: its node is not in placement'
                 return
+            need = _flavor_resources(inst)
+            if not set(need) <= ROOT_RESOURCE_CLASSES:
+                v.healed = ('left alone: its flavor needs resources of '
+                            'nested providers; run nova-manage placement '
+                            'heal_allocations')
+                return
             ok = placement.put(v.consumer, {
-                'allocations': {now.target: {
-                    'resources': _flavor_resources(inst)}},
+                'allocations': {now.target: {'resources': need}},
                 'consumer_generation': gen,
                 'project_id': inst.project_id, 'user_id': inst.user_id})
         elif now.kind == 'migration' and now.verdict == MISPLACED:
-            inst = facts.instances[now.server]
-            target = _node_of(facts, inst.host, inst.node)
-            mine = placement.consumer(now.server)
-            ok = placement.post({
-                now.consumer: {
-                    'allocations': {},
-                    'consumer_generation': gen,
-                    'project_id': body['project_id'],
-                    'user_id': body['user_id']},
-                now.server: {
-                    'allocations': {target: {
-                        'resources': _flavor_resources(inst)}},
-                    'consumer_generation': mine.get('consumer_generation'),
-                    'project_id': inst.project_id,
-                    'user_id': inst.user_id}})
+            ok = _heal_ended_move(now, body, facts, placement, roots)
+        elif now.verdict == MISPLACED and now.target:
+            allocations, why = _placed(now, facts, roots)
+            if why:
+                v.healed = 'left alone: ' + why
+                return
+            ok = placement.put(v.consumer, {
+                'allocations': allocations, 'consumer_generation': gen,
+                'project_id': body.get('project_id'),
+                'user_id': body.get('user_id')})
         else:
             # Leaked: emptied with the generation read (a DELETE would
-            # ignore it). Misplaced instance: its flavor where its guest
-            # runs, or nothing when it runs nowhere.
-            allocations = {}
+            # ignore it). Misplaced instance whose guest runs nowhere:
+            # emptied too.
             if now.verdict == MISPLACED and now.target is None:
                 v.healed = 'left alone: its node is not in placement'
                 return
-            if now.verdict == MISPLACED and now.target:
-                allocations = {now.target: {'resources': _flavor_resources(
-                    facts.instances[v.server])}}
             ok = placement.put(v.consumer, {
-                'allocations': allocations, 'consumer_generation': gen,
+                'allocations': {}, 'consumer_generation': gen,
                 'project_id': body.get('project_id'),
                 'user_id': body.get('user_id')})
         if ok:
@@ -567,3 +594,68 @@ def _heal(ctxt, v, placement, roots, cells, grace=GRACE):
             return
         v.conflicts = attempt + 1
     v.healed = 'left alone: %d generation conflicts in a row' % RETRIES
+
+
+def _placed(now, facts, roots):
+    """What a misplaced live server must hold: what it holds in the tree
+    of its node and on sharing providers, the other nodes' trees removed;
+    if it holds nothing in its node's tree, its flavor on the node's root
+    provider, but only where nothing else would be lost.
+
+    :returns: (the allocations to write, None) or (None, why not)
+    """
+    own = _tree(now.held, roots, now.target)
+    kept = {rp: res for rp, res in now.held.items()
+            if rp in own or roots.get(rp, rp) is SHARED}
+    if not own:
+        need = _flavor_resources(facts.instances[now.server])
+        removed = {rc for rp, res in now.held.items() if rp not in kept
+                   for rc in res}
+        if kept:
+            return None, ('it holds sharing providers (%s) but nothing on '
+                          'its node: heal it by hand'
+                          % ', '.join(sorted(kept)))
+        if not set(need) <= ROOT_RESOURCE_CLASSES:
+            return None, ('its flavor needs resources of nested providers; '
+                          'run nova-manage placement heal_allocations once '
+                          'it holds nothing')
+        if not removed <= ROOT_RESOURCE_CLASSES:
+            return None, ('it holds %s elsewhere, which its flavor alone '
+                          'would not put back: move them by hand'
+                          % ', '.join(sorted(removed -
+                                             ROOT_RESOURCE_CLASSES)))
+        kept = {now.target: need}
+    return {rp: {'resources': res} for rp, res in kept.items()}, None
+
+
+def _heal_ended_move(now, body, facts, placement, roots):
+    """The migration of a move that is over holds what its server uses on
+    the node its guest runs on: given to the server in one request, with
+    both consumers' generations, if the server holds nothing in that
+    node's tree; else only removed from the migration. The rest of what
+    either holds stays, for its own verdict.
+
+    :returns: True once written, False on a generation conflict
+    """
+    inst = facts.instances[now.server]
+    target = _node_of(facts, inst.host, inst.node)
+    here = _tree(now.held, roots, target)
+    rest = {rp: {'resources': res} for rp, res in now.held.items()
+            if rp not in here}
+    mine = placement.consumer(now.server)
+    theirs = {rp: a['resources']
+              for rp, a in mine.get('allocations', {}).items()}
+    emptied = {
+        'allocations': rest, 'consumer_generation':
+        body.get('consumer_generation'),
+        'project_id': body['project_id'], 'user_id': body['user_id']}
+    if _tree(theirs, roots, target):
+        return placement.put(now.consumer, emptied)
+    theirs.update(here)
+    return placement.post({
+        now.consumer: emptied,
+        now.server: {
+            'allocations': {rp: {'resources': res}
+                            for rp, res in theirs.items()},
+            'consumer_generation': mine.get('consumer_generation'),
+            'project_id': inst.project_id, 'user_id': inst.user_id}})

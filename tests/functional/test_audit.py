@@ -188,6 +188,82 @@ class HealTest(_AuditTestBase):
         self.assertEqual([], self.run_audit().wrong())
         self.assert_survivor(server, host)
 
+    def _sharing_provider(self):
+        """A provider of shared storage (MISC_SHARES_VIA_AGGREGATE) with
+        DISK_GB, in no compute node's tree.
+        """
+        rp = uuids.shared_storage
+        self.assertEqual(200, self.placement.post(
+            '/resource_providers', {'name': 'shared-storage', 'uuid': rp},
+            version='1.20').status)
+        self.assertEqual(200, self.placement.put(
+            '/resource_providers/%s/inventories' % rp,
+            {'resource_provider_generation': 0,
+             'inventories': {'DISK_GB': {'total': 100}}}).status)
+        self.assertEqual(200, self.placement.put(
+            '/resource_providers/%s/traits' % rp,
+            {'resource_provider_generation': 1,
+             'traits': ['MISC_SHARES_VIA_AGGREGATE']}, version='1.6').status)
+        return rp
+
+    def test_disk_on_a_sharing_provider_is_right(self):
+        """A server whose disk is on shared storage holds its node and the
+        sharing provider: right, and heal writes nothing.
+        """
+        server, host = self._server()
+        shared = self._sharing_provider()
+        flavor = dict(self._flavor_resources(server['flavor']))
+        held = {shared: {'DISK_GB': flavor.pop('DISK_GB')},
+                self._get_provider_uuid_by_host(host): flavor}
+        self.put_allocations(server['id'], held, server['tenant_id'],
+                             server['user_id'])
+        report = self.run_audit(heal=True)
+        self.assertEqual(audit.RIGHT, self.verdicts(report)[server['id']])
+        self.assertEqual({server['id']: held}, self._all_allocations())
+
+    def test_misplaced_server_keeps_its_node_and_shared_storage(self):
+        """A server holding its node, the sharing provider and another
+        node: only the other node is removed.
+        """
+        server, host = self._server()
+        other = 'host2' if host == 'host1' else 'host1'
+        shared = self._sharing_provider()
+        flavor = dict(self._flavor_resources(server['flavor']))
+        disk = {'DISK_GB': flavor.pop('DISK_GB')}
+        right = {shared: disk, self._get_provider_uuid_by_host(host): flavor}
+        self.put_allocations(
+            server['id'],
+            dict(right, **{self._get_provider_uuid_by_host(other): flavor}),
+            server['tenant_id'], server['user_id'])
+        report = self.run_audit(heal=True)
+        self.assertEqual(audit.MISPLACED,
+                         self.verdicts(report)[server['id']])
+        self.assertEqual({server['id']: right}, self._all_allocations())
+        self.assertEqual([], self.run_audit().wrong())
+
+    def test_misplaced_with_shared_storage_and_nothing_on_its_node(self):
+        """Holding another node and the sharing provider, nothing on its
+        own node: its flavor on its node would claim the disk twice, and
+        without the sharing provider's part it would lose it. Left alone,
+        and still reported wrong.
+        """
+        server, host = self._server()
+        other = 'host2' if host == 'host1' else 'host1'
+        shared = self._sharing_provider()
+        flavor = dict(self._flavor_resources(server['flavor']))
+        held = {shared: {'DISK_GB': flavor.pop('DISK_GB')},
+                self._get_provider_uuid_by_host(other): flavor}
+        self.put_allocations(server['id'], held, server['tenant_id'],
+                             server['user_id'])
+        report = self.run_audit(heal=True)
+        verdict = [v for v in report.verdicts if v.consumer == server['id']]
+        self.assertEqual(audit.MISPLACED, verdict[0].verdict)
+        self.assertIn('left alone: it holds sharing providers',
+                      verdict[0].healed)
+        self.assertEqual({server['id']: held}, self._all_allocations())
+        self.assertEqual([server['id']],
+                         [v.consumer for v in self.run_audit().wrong()])
+
     def test_missing_allocations_healed(self):
         server, host = self._server()
         self.put_allocations(server['id'], {}, server['tenant_id'],

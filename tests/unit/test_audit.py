@@ -136,6 +136,62 @@ class VerdictTestCase(testtools.TestCase):
                          self.decide('stranger', {RP1: FLAVOR}, f))
 
 
+class PlacedTestCase(testtools.TestCase):
+    """What heal writes for a misplaced live server (audit._placed)."""
+
+    ROOTS = dict(ROOTS, **{'rp-bw2': RP2, 'shared': audit.SHARED})
+
+    def setUp(self):
+        super(PlacedTestCase, self).setUp()
+        self.facts = facts([instance()])
+        self.useFixture(fixtures.MockPatch(
+            'nova_fixes.audit._flavor_resources',
+            side_effect=lambda inst: dict(self.flavor)))
+        self.flavor = dict(FLAVOR, DISK_GB=1)
+
+    def placed(self, held):
+        now = audit.decide('inst', held, self.facts, self.ROOTS)
+        self.assertEqual(audit.MISPLACED, now.verdict)
+        return audit._placed(now, self.facts, self.ROOTS)
+
+    def test_sharing_provider_is_in_no_tree(self):
+        self.assertEqual(audit.RIGHT, audit.decide(
+            'inst', {RP1: FLAVOR, 'shared': {'DISK_GB': 1}}, self.facts,
+            self.ROOTS).verdict)
+
+    def test_other_trees_removed_own_and_shared_kept(self):
+        allocations, why = self.placed({
+            RP1: FLAVOR, 'rp-vgpu': {'VGPU': 1}, 'shared': {'DISK_GB': 1},
+            RP2: FLAVOR, 'rp-bw2': {'NET_BW_EGR_KILOBIT_PER_SEC': 10}})
+        self.assertIsNone(why)
+        self.assertEqual({RP1: {'resources': FLAVOR},
+                          'rp-vgpu': {'resources': {'VGPU': 1}},
+                          'shared': {'resources': {'DISK_GB': 1}}},
+                         allocations)
+
+    def test_flavor_put_on_its_node(self):
+        self.assertEqual(({RP1: {'resources': self.flavor}}, None),
+                         self.placed({RP2: self.flavor}))
+
+    def test_nested_resources_held_elsewhere_are_not_dropped(self):
+        allocations, why = self.placed({
+            RP2: self.flavor, 'rp-bw2': {'NET_BW_EGR_KILOBIT_PER_SEC': 10}})
+        self.assertIsNone(allocations)
+        self.assertIn('NET_BW_EGR_KILOBIT_PER_SEC', why)
+
+    def test_flavor_of_nested_resources_is_left(self):
+        self.flavor['VGPU'] = 1
+        allocations, why = self.placed({RP2: self.flavor})
+        self.assertIsNone(allocations)
+        self.assertIn('heal_allocations', why)
+
+    def test_shared_and_nothing_on_its_node_is_left(self):
+        allocations, why = self.placed({RP2: FLAVOR,
+                                        'shared': {'DISK_GB': 1}})
+        self.assertIsNone(allocations)
+        self.assertIn('sharing providers', why)
+
+
 class ShelvedOffloadedTestCase(testtools.TestCase):
     """A shelved offloaded server holds nothing, whatever its host (the
     offload clears the host after it has recorded the vm state).
