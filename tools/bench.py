@@ -616,13 +616,16 @@ class Benchmark(test_orphan_instances._OrphanTestBase):
         """``consumers`` allocations on ``providers`` resource providers
         (host1's nodes, each with its compute node record), each of a
         real instance row but for the unknown ones: {kind: [uuid]}, the
-        kinds of the scans' population plus 'building' and 'moving'.
+        kinds of the scans' population plus 'building', 'moving' and
+        'shared' (live servers whose disk is on a provider of shared
+        storage, one more provider: right where they are).
         """
         guests = self._populate(consumers, providers)
         own = guests.pop('own')
         guests['building'] = own[:self.IN_FLIGHT]
         guests['moving'] = own[self.IN_FLIGHT:2 * self.IN_FLIGHT]
-        guests['own'] = own[2 * self.IN_FLIGHT:]
+        guests['shared'] = own[2 * self.IN_FLIGHT:3 * self.IN_FLIGHT]
+        guests['own'] = own[3 * self.IN_FLIGHT:]
         with self._cell_context() as cctxt:
             with db_api.get_context_manager(cctxt).writer.using(cctxt):
                 table = models.Instance.__table__
@@ -642,7 +645,8 @@ class Benchmark(test_orphan_instances._OrphanTestBase):
                          for row in cctxt.session.execute(sa.select(
                              table.c.uuid, table.c.node).where(
                                  table.c.uuid.in_(
-                                     guests['own'] + guests['moving'])))}
+                                     guests['own'] + guests['moving'] +
+                                     guests['shared'])))}
         names = sorted(nodes)
         have = {rp['uuid'] for rp in self.placement.get(
             '/resource_providers').body['resource_providers']}
@@ -660,6 +664,7 @@ class Benchmark(test_orphan_instances._OrphanTestBase):
                         'VCPU': {'total': 100000},
                         'MEMORY_MB': {'total': 100000000},
                         'DISK_GB': {'total': 1000000}}}).status)
+        shared = self._sharing_provider()
         server = self.api.get_server(self._populated[-1])
         body = {}
         for kind, uuids in guests.items():
@@ -668,9 +673,15 @@ class Benchmark(test_orphan_instances._OrphanTestBase):
                 if kind == 'moving':
                     # Its destination's claim: another node than its own.
                     node = names[(names.index(node) + 1) % len(names)]
+                allocations = {nodes[node]: {'resources': {
+                    'VCPU': 1, 'MEMORY_MB': 512, 'DISK_GB': 1}}}
+                if kind == 'shared':
+                    allocations = {
+                        nodes[node]: {'resources': {'VCPU': 1,
+                                                    'MEMORY_MB': 512}},
+                        shared: {'resources': {'DISK_GB': 1}}}
                 body[uuid] = {
-                    'allocations': {nodes[node]: {'resources': {
-                        'VCPU': 1, 'MEMORY_MB': 512, 'DISK_GB': 1}}},
+                    'allocations': allocations,
                     'consumer_generation': None,
                     'project_id': server['tenant_id'],
                     'user_id': server['user_id']}
@@ -680,6 +691,25 @@ class Benchmark(test_orphan_instances._OrphanTestBase):
                 '/allocations', dict(items[start:start + 1000]),
                 version='1.28').status)
         return guests
+
+    def _sharing_provider(self):
+        """A provider of shared storage (DISK_GB, trait
+        MISC_SHARES_VIA_AGGREGATE), in no compute node's tree.
+        """
+        uuid = uuidutils.generate_uuid()
+        self.assertEqual(200, self.placement.post(
+            '/resource_providers', {'uuid': uuid, 'name': 'shared-storage'},
+            version='1.20').status)
+        self.assertEqual(200, self.placement.put(
+            '/resource_providers/%s/inventories' % uuid, {
+                'resource_provider_generation': 0,
+                'inventories': {'DISK_GB': {'total': 1000000}}}).status)
+        self.assertEqual(200, self.placement.put(
+            '/resource_providers/%s/traits' % uuid, {
+                'resource_provider_generation': 1,
+                'traits': ['MISC_SHARES_VIA_AGGREGATE']},
+            version='1.6').status)
+        return uuid
 
     def _audit_run(self, tool):
         """One full audit by ``tool``, nothing deleted or healed: (CPU s,
@@ -720,7 +750,7 @@ class Benchmark(test_orphan_instances._OrphanTestBase):
                                    ARGS.audit_providers)
         leaks = set(guests['deleted']) | set(guests['unknown'])
         live = (set(guests['foreign']) | set(guests['building']) |
-                set(guests['moving']))
+                set(guests['moving']) | set(guests['shared']))
         expected = {
             'nova-manage': leaks | live,
             'nova-manage, fixed': leaks,
@@ -740,7 +770,8 @@ class Benchmark(test_orphan_instances._OrphanTestBase):
         median = {tool: (statistics.median(r[0] for r in rs), rs[0][1],
                          rs[0][2], rs[0][4]) for tool, rs in runs.items()}
         size = '%d consumers, %d providers' % (
-            sum(len(u) for u in guests.values()) + 1, ARGS.audit_providers)
+            sum(len(u) for u in guests.values()) + 1,
+            ARGS.audit_providers + 1)
         for tool in tools[1:]:
             ROWS.append(('audit, %s: %s (CPU s)' % (size, tool),
                          median['nova-manage'][0], median[tool][0],
@@ -759,8 +790,7 @@ class Benchmark(test_orphan_instances._OrphanTestBase):
                              len(found & live) if tool != 'nova-fixes '
                              'audit' else len(found - leaks -
                                               set(guests['foreign'])),
-                             '--heal' if tool == 'nova-fixes audit' else
-                             '--delete', right,
+                             WRITES[tool], right,
                              len(leaks) + len(guests['foreign']),
                              destroyed))
 
@@ -789,7 +819,7 @@ class Benchmark(test_orphan_instances._OrphanTestBase):
         """
         ctxt = nova_context.get_admin_context()
         watched = [u for kind in ('deleted', 'unknown', 'foreign',
-                                  'building', 'moving')
+                                  'building', 'moving', 'shared')
                    for u in guests[kind]]
         seeded = self._allocations(watched)
         with self._cell_context() as cctxt:
@@ -807,7 +837,10 @@ class Benchmark(test_orphan_instances._OrphanTestBase):
                 audit.audit(ctxt, heal=True)
             else:
                 with fixtures.MonkeyPatch('sys.stdout', _Lines([])):
-                    manage.PlacementCommands().audit(delete=True)
+                    manage.PlacementCommands().audit(
+                        delete=True, **({'heal': True}
+                                        if tool == 'nova-manage, fixed'
+                                        else {}))
             nova_fixes.deactivate()
             now = self._allocations(watched)
             right = sum(1 for u in guests['deleted'] + guests['unknown']
@@ -819,7 +852,8 @@ class Benchmark(test_orphan_instances._OrphanTestBase):
                              next(iter(seeded[u]['allocations']))][
                                  'resources'])
             destroyed = sum(
-                1 for u in guests['building'] + guests['moving']
+                1 for u in guests['building'] + guests['moving'] +
+                guests['shared']
                 if now[u]['allocations'] != seeded[u]['allocations'])
             out[tool] = (right, destroyed)
             self._put_back(seeded, now)
@@ -828,9 +862,10 @@ class Benchmark(test_orphan_instances._OrphanTestBase):
         self.assertEqual((problems, 0), out['nova-fixes audit'],
                          'nova-fixes audit --heal: every seeded problem '
                          'healed right, no live claim touched')
-        self.assertEqual(0, out['nova-manage, fixed'][1],
-                         'the fixed nova-manage --delete destroyed a live '
-                         'claim')
+        self.assertEqual((problems, 0), out['nova-manage, fixed'],
+                         'the fixed nova-manage --delete --heal: every '
+                         'seeded problem healed right, no live claim '
+                         'touched')
         return out
 
     def _put_back(self, seeded, now):
@@ -1233,6 +1268,11 @@ def print_table(rows):
                         for i, (cell, width) in
                         enumerate(zip(line, widths))).rstrip())
 
+
+#: What each audit tool runs with when it writes (test_audit).
+WRITES = {'nova-manage': '--delete',
+          'nova-manage, fixed': '--delete --heal',
+          'nova-fixes audit': '--heal'}
 
 #: The parts of the benchmark, in the order they run (--only).
 PARTS = ('scans', 'operations', 'activation', 'restart', 'audit')

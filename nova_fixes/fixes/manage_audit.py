@@ -93,7 +93,9 @@ MANAGE_DOC_EDITS = (
      '    is read again. Claims of builds and moves in flight are left\n'
      '    alone. A server whose flavor needs resources of nested\n'
      '    providers is left to :program:`nova-manage placement\n'
-     '    heal_allocations`.\n'),
+     '    heal_allocations`, and one holding such resources (a port\'s\n'
+     '    bandwidth) on the other node and nothing on its own is left\n'
+     '    alone: its flavor would not put them back.\n'),
     ('   * - 3\n'
      '     - Orphaned allocations were found\n'
      '   * - 4\n'
@@ -223,9 +225,12 @@ that a claim written meanwhile (a build's, a move's) makes placement
 refuse the write and the consumer is read again, up to three times:
 nothing is overwritten. Claims in flight stay left alone, as without
 --heal. A server whose flavor needs resources of nested providers is
-left to heal_allocations, and a sharing provider's consumers are not
-looked at. It costs nothing without --heal; with it, the providers'
-allocations are read again, plus a few requests per misplaced consumer.
+left to heal_allocations, and so is one holding such resources (a
+port's bandwidth on a child provider) on the other node and nothing on
+its own, which its flavor alone would not put back; a sharing
+provider's consumers are not looked at. It costs nothing without
+--heal; with it, the providers' allocations are read again, plus a few
+requests per misplaced consumer.
 
 Return codes: 4 when something was healed, 1 when a write failed."""
 

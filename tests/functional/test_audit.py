@@ -89,6 +89,24 @@ class _AuditTestBase(base.NovaFixesTestMixin,
         server = self._create_server(networks='none')
         return server, server['OS-EXT-SRV-ATTR:host']
 
+    def _sharing_provider(self):
+        """A provider of shared storage (MISC_SHARES_VIA_AGGREGATE) with
+        DISK_GB, in no compute node's tree.
+        """
+        rp = uuids.shared_storage
+        self.assertEqual(200, self.placement.post(
+            '/resource_providers', {'name': 'shared-storage', 'uuid': rp},
+            version='1.20').status)
+        self.assertEqual(200, self.placement.put(
+            '/resource_providers/%s/inventories' % rp,
+            {'resource_provider_generation': 0,
+             'inventories': {'DISK_GB': {'total': 100}}}).status)
+        self.assertEqual(200, self.placement.put(
+            '/resource_providers/%s/traits' % rp,
+            {'resource_provider_generation': 1,
+             'traits': ['MISC_SHARES_VIA_AGGREGATE']}, version='1.6').status)
+        return rp
+
 
 class InFlightTest(_AuditTestBase):
     """Builds and moves in flight: the audit leaves their claims."""
@@ -187,24 +205,6 @@ class HealTest(_AuditTestBase):
         self.run_audit(heal=True)
         self.assertEqual([], self.run_audit().wrong())
         self.assert_survivor(server, host)
-
-    def _sharing_provider(self):
-        """A provider of shared storage (MISC_SHARES_VIA_AGGREGATE) with
-        DISK_GB, in no compute node's tree.
-        """
-        rp = uuids.shared_storage
-        self.assertEqual(200, self.placement.post(
-            '/resource_providers', {'name': 'shared-storage', 'uuid': rp},
-            version='1.20').status)
-        self.assertEqual(200, self.placement.put(
-            '/resource_providers/%s/inventories' % rp,
-            {'resource_provider_generation': 0,
-             'inventories': {'DISK_GB': {'total': 100}}}).status)
-        self.assertEqual(200, self.placement.put(
-            '/resource_providers/%s/traits' % rp,
-            {'resource_provider_generation': 1,
-             'traits': ['MISC_SHARES_VIA_AGGREGATE']}, version='1.6').status)
-        return rp
 
     def test_disk_on_a_sharing_provider_is_right(self):
         """A server whose disk is on shared storage holds its node and the

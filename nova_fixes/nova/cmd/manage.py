@@ -423,7 +423,10 @@ def _heal_misplaced(self, ctxt, placement, cn_uuid, consumer_uuid):
 
     - A live server holding this node though its guest runs on another:
       what it holds in this node's tree is removed, and if it then holds
-      nothing in the tree of its own node, its flavor is put there.
+      nothing in the tree of its own node, its flavor is put there; but
+      then only if its flavor and what it holds here are of the root
+      provider's classes (ROOT_RESOURCE_CLASSES): a port's bandwidth on
+      a child provider would otherwise be lost.
     - The migration of a move that is over holding this node, where its
       server runs: if the server holds nothing in this node's tree, what
       the migration holds here is moved to it (one request for both
@@ -501,6 +504,17 @@ def _heal_misplaced_server(self, ctxt, placement, instance, cell_mapping,
                             'flavor needs resources of nested providers: '
                             'run "nova-manage placement heal_allocations" '
                             'once it holds nothing') % instance.node
+        # What only the flavor's allocation would not put back (a port's
+        # bandwidth on a child provider) is not removed either.
+        nested = sorted({rc for rp, alloc in held['allocations'].items()
+                         if rp in tree for rc in alloc['resources']} -
+                        set(ROOT_RESOURCE_CLASSES))
+        if nested:
+            return False, _('it holds nothing on its node %(node)s and '
+                            'holds %(rcs)s here, which its flavor alone '
+                            'would not put back there: move them by '
+                            'hand') % {'node': instance.node,
+                                       'rcs': ', '.join(nested)}
         allocations[node.uuid] = {'resources': resources}
         how = _('moved to its node %s') % instance.node
     payload = {'allocations': allocations,

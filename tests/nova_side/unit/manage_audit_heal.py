@@ -210,6 +210,27 @@ class TestPlacementAuditHeal(test.NoDBTestCase):
         self.assertIn('heal_allocations', done[1])
         self.placement.put_allocations.assert_not_called()
 
+    @mock.patch('nova.objects.ComputeNode.get_by_host_and_nodename')
+    def test_nested_resources_held_here_are_left(self, get_node):
+        # A port's bandwidth on a child provider of this node: the flavor
+        # put on the server's node would not put it back.
+        get_node.return_value = objects.ComputeNode(uuid=uuidsentinel.cn2)
+        self.instance.flavor = objects.Flavor(
+            vcpus=1, memory_mb=512, root_gb=1, ephemeral_gb=0, swap=0,
+            extra_specs={})
+        self.placement.get_providers_in_tree.side_effect = (
+            lambda ctxt, uuid: [{'uuid': uuid}] + (
+                [{'uuid': uuidsentinel.bw}] if uuid == uuidsentinel.cn
+                else []))
+        misplaced = ('instance', 'misplaced',
+                     (self.instance, None, self.cell))
+        done = self._heal([misplaced] * 2, self._held({
+            uuidsentinel.cn: FLAVOR,
+            uuidsentinel.bw: {'NET_BW_EGR_KILOBIT_PER_SEC': 1000}}))
+        self.assertFalse(done[0])
+        self.assertIn('NET_BW_EGR_KILOBIT_PER_SEC', done[1])
+        self.placement.put_allocations.assert_not_called()
+
     @mock.patch('nova.objects.ComputeNode.get_by_host_and_nodename',
                 side_effect=exception.ComputeHostNotFound(host='host2'))
     def test_an_unknown_node_is_left(self, get_node):

@@ -16,6 +16,7 @@ functions called with a mock PlacementCommands.
 
 from unittest import mock
 
+import fixtures
 from nova import exception
 import testtools
 
@@ -112,6 +113,53 @@ class HealMisplacedTestCase(testtools.TestCase):
         done = self._heal([self.misplaced] * 2, held({'other': FLAVOR}))
         self.assertFalse(done[0])
         self.cli._heal_misplaced_server.assert_not_called()
+
+
+class HealMisplacedServerTestCase(testtools.TestCase):
+    """_heal_misplaced_server: a server holding nothing on its node gets
+    its flavor there, unless something would be lost.
+    """
+
+    def _heal(self, allocations, tree=('cn', 'bw'), flavor=FLAVOR):
+        placement = mock.Mock()
+        placement.get_providers_in_tree.return_value = [{'uuid': 'cn2'}]
+        placement.put_allocations.return_value = True
+        instance = mock.Mock(uuid='inst', host='host2', node='node2')
+        self.useFixture(fixtures.MockPatch(
+            'nova.objects.ComputeNode.get_by_host_and_nodename',
+            return_value=mock.Mock(uuid='cn2')))
+        self.useFixture(fixtures.MockPatch(
+            'nova.scheduler.utils.resources_from_flavor',
+            return_value=dict(flavor)))
+        self.useFixture(fixtures.MockPatch(
+            'nova.context.target_cell'))
+        done = manage._heal_misplaced_server(
+            None, 'ctxt', placement, instance, 'cell', held(allocations),
+            set(tree))
+        return done, placement
+
+    def test_flavor_put_on_its_node(self):
+        done, placement = self._heal({'cn': FLAVOR})
+        self.assertTrue(done[0])
+        self.assertEqual(
+            {'cn2': {'resources': FLAVOR}},
+            placement.put_allocations.call_args[0][2]['allocations'])
+
+    def test_nested_resources_held_here_are_left(self):
+        done, placement = self._heal({
+            'cn': FLAVOR, 'bw': {'NET_BW_IGR_KILOBIT_PER_SEC': 10}})
+        self.assertFalse(done[0])
+        self.assertIn('NET_BW_IGR_KILOBIT_PER_SEC', done[1])
+        placement.put_allocations.assert_not_called()
+
+    def test_nested_resources_kept_when_it_holds_its_node(self):
+        placement_tree = {'cn2': FLAVOR, 'bw': {'VGPU': 1}}
+        done, placement = self._heal(dict(placement_tree, cn=FLAVOR),
+                                     tree=('cn',))
+        self.assertTrue(done[0])
+        self.assertEqual(
+            {rp: {'resources': res} for rp, res in placement_tree.items()},
+            placement.put_allocations.call_args[0][2]['allocations'])
 
 
 class HealEndedMoveTestCase(testtools.TestCase):
