@@ -444,7 +444,8 @@ def main(argv=None):
     parser.add_argument('--fixed-path', metavar='DIR',
                         help='a nova tree the fixed side imports ahead of '
                         'the installed nova (PYTHONPATH)')
-    parser.add_argument('--variants', default=','.join(VARIANTS),
+    parser.add_argument('--variants',
+                        default=','.join(variants_mod.DEFAULT_FAULTS),
                         help='comma-separated, all by default: delete '
                         '(the API deletes through the compute), down (the '
                         'compute is down: the API deletes locally), outage '
@@ -453,7 +454,9 @@ def main(argv=None):
                         'RPC call of the step gets no reply, then the '
                         'servers deleted), restart (the service running '
                         'the step restarts there, then the servers '
-                        'deleted)')
+                        'deleted); dbfail (survive mode only, opt-in: '
+                        'the first database write the step\'s thread '
+                        'makes fails with DBConnectionError)')
     parser.add_argument('--modes', default='delete',
                         help='comma-separated, delete by default (the '
                         'survive mode is opt-in while the fixed side '
@@ -500,6 +503,11 @@ def main(argv=None):
         parser.error('--variants %s has no fault of the survive mode (%s)'
                      % (','.join(faults),
                         ', '.join(variants_mod.SURVIVE_FAULTS)))
+    if 'delete' in modes and not set(faults) & set(
+            variants_mod.DELETE_FAULTS):
+        parser.error('--variants %s has no fault of the delete mode (%s)'
+                     % (','.join(faults),
+                        ', '.join(variants_mod.DELETE_FAULTS)))
     if set(sides) - {'vanilla', 'fixed'} or not sides:
         parser.error('--sides: one or both of vanilla, fixed')
     if args.jobs < 1:

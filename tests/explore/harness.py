@@ -143,6 +143,12 @@ class ExploreCase(base.NovaFixesTestMixin,
             self.tracker._cell_lock = self._cells[0]._cell_lock
             for name_, hook in self.tracker.hooks():
                 self.useFixture(fixtures.MonkeyPatch(name_, hook))
+            from sqlalchemy.engine import Engine
+            from sqlalchemy import event
+            event.listen(Engine, 'before_cursor_execute',
+                         self.tracker.db_fault)
+            self.addCleanup(event.remove, Engine, 'before_cursor_execute',
+                            self.tracker.db_fault)
         service = super(ExploreCase, self).start_service(
             name, host=host, cell_name=cell_name, **kwargs)
         if name in ('conductor', 'scheduler'):
@@ -428,6 +434,35 @@ class ExploreCase(base.NovaFixesTestMixin,
         self.deleted.set()
         return self._retry_delete()
 
+    def _dbfail(self, step):
+        """Variant ``dbfail`` (survive mode): the first database write
+        the thread of ``step`` makes from the step on (the API
+        database's or a cell's) fails with DBConnectionError
+        (tracker.db_fault). The operation goes on as nova makes it; once
+        it has settled the survivor property is checked.
+
+        :returns: whether the run goes on to the checks
+        """
+        tracker = self.tracker
+        tracker.arm(target=step, fault='dbfail')
+        error = self._drive(OP_TIMEOUT, wait=True)
+        tracker.disarm()
+        if not tracker.reached.is_set():
+            self._outcome_.error('step not reached: the operation %s '
+                                 'without it' % ('ended (%s)' % error
+                                                 if error else 'ended'))
+            return False
+        if tracker.fault_applied is None:
+            self._outcome_.result = 'N/A'
+            self._outcome_.details = ['no database write in the step\'s '
+                                      'thread']
+            return False
+        self._outcome_.details.append('failed: ' + tracker.fault_applied)
+        if error:
+            self._outcome_.details.append('operation: ' + error)
+        self.settle()
+        return True
+
     def _restart(self, step, survive=False):
         """Variant ``restart``: the service running ``step`` restarts
         there. The step is held, then its thread ends at the hold
@@ -484,6 +519,9 @@ class ExploreCase(base.NovaFixesTestMixin,
                 return False
         elif variant == 'restart':
             if not self._restart(step, survive=True):
+                return False
+        elif variant == 'dbfail':
+            if not self._dbfail(step):
                 return False
         elif not self._hold_and_fault(step, variant):
             return False

@@ -205,6 +205,13 @@ class Tracker(object):
                                        'deadlock the cell DB fixture')
         if not hit:
             return
+        if self.fault == 'dbfail':
+            # No hold: the first database write this thread makes from
+            # here on fails (db_fault).
+            self._local.dbfail = True
+            self.reached.set()
+            self.wake.set()
+            return
         if self.fault is not None:
             # No hold: the RPC server that took the message makes the
             # fault (process_incoming), in this thread.
@@ -380,6 +387,7 @@ class Tracker(object):
                     incoming, method)
             finally:
                 tracker._local.rpc = None
+                tracker._local.dbfail = False
                 with tracker._cond:
                     tracker._polled -= len(incoming)
                     if method == DELETE_METHOD:
@@ -394,6 +402,7 @@ class Tracker(object):
                 try:
                     return tracker._killable(func, None, *a, **kw)
                 finally:
+                    tracker._local.dbfail = False
                     with tracker._cond:
                         tracker._tasks -= 1
                         tracker._cond.notify_all()
@@ -421,6 +430,29 @@ class Tracker(object):
         for module, name in MANAGERS:
             hooks += self._manager_hooks(module, name)
         return hooks
+
+    def db_fault(self, conn, cursor, statement, parameters, context,
+                 executemany):
+        """SQLAlchemy's before_cursor_execute, for every engine: the fault
+        ``dbfail`` makes the first write (INSERT, UPDATE, DELETE) of the
+        target step's thread to one of nova's databases (the API
+        database, a cell's) fail as a database that went away does.
+        """
+        if not getattr(self._local, 'dbfail', False):
+            return
+        verb = statement.lstrip().split(None, 1)[0].upper()
+        if verb not in ('INSERT', 'UPDATE', 'DELETE'):
+            return
+        from placement import db_api as placement_db
+        if conn.engine is placement_db.get_placement_engine():
+            # Placement runs in process, in the caller's thread: its
+            # database is not nova's.
+            return
+        self._local.dbfail = False
+        self.fault_applied = ' '.join(statement.split()[:3])
+        from oslo_db import exception as db_exc
+        raise db_exc.DBConnectionError(RuntimeError(
+            'the explorer failed this write: %s' % self.fault_applied))
 
     def _process(self, process, server, incoming):
         """The RPC server processes the message, with the fault the

@@ -28,6 +28,7 @@ import testtools
 from tests.explore import __main__ as explore
 from tests.explore import forked
 from tests.explore import tracker
+from tests.explore import variants
 
 OP = 'cold-migrate-revert'
 STEPS = ['rpc compute.revert_resize',
@@ -269,7 +270,6 @@ class ReportTest(testtools.TestCase):
 class VariantsTest(testtools.TestCase):
 
     def test_modes(self):
-        from tests.explore import variants
         self.assertEqual(['delete', 'down', 'survive-down'],
                          variants.of_modes(['delete', 'down'],
                                            ['delete', 'survive']))
@@ -284,7 +284,6 @@ class VariantsTest(testtools.TestCase):
             variants.short('timeout')))
 
     def test_audit_mode(self):
-        from tests.explore import variants
         self.assertEqual(['down', 'audit-heal'],
                          variants.of_modes(['down'], ['delete', 'audit']))
         self.assertEqual(['audit-heal'],
@@ -611,10 +610,12 @@ class MainTest(testtools.TestCase):
         return set(map(tuple, commands))
 
     def test_every_variant_unless_told(self):
-        self.assertEqual({explore.VARIANTS}, self._variants_given(['--ci']))
+        self.assertEqual({variants.DEFAULT_FAULTS},
+                         self._variants_given(['--ci']))
         self.assertEqual(
-            {explore.VARIANTS + ('survive-down', 'survive-outage',
-                                 'survive-timeout', 'survive-restart')},
+            {variants.DEFAULT_FAULTS + ('survive-down', 'survive-outage',
+                                        'survive-timeout',
+                                        'survive-restart')},
             self._variants_given(['--ci', '--modes', 'delete,survive']))
         self.assertEqual({('restart', 'survive-restart')},
                          self._variants_given(
@@ -624,6 +625,11 @@ class MainTest(testtools.TestCase):
             ['--ci', '--variants', 'restart', '--modes', 'survive']))
         self.assertEqual({('delete', 'timeout')}, self._variants_given(
             ['--ci', '--variants', 'delete,timeout', '--modes', 'delete']))
+        # dbfail: opt-in, survive mode only.
+        self.assertEqual({('restart', 'survive-restart', 'survive-dbfail')},
+                         self._variants_given(
+                             ['--ci', '--variants', 'restart,dbfail',
+                              '--modes', 'delete,survive']))
 
     def test_bad_modes_exit(self):
         self.useFixture(fixtures.MonkeyPatch('sys.stderr', io.StringIO()))
@@ -632,10 +638,13 @@ class MainTest(testtools.TestCase):
                  'delete, survive, audit'),
                 (['--modes', 'survive,audit', '--variants', 'delete'],
                  '--variants delete has no fault of the survive mode '
-                 '(down, outage, timeout, restart)'),
+                 '(down, outage, timeout, restart, dbfail)'),
                 (['--modes', 'survive', '--variants', 'delete'],
                  '--variants delete has no fault of the survive mode '
-                 '(down, outage, timeout, restart)')):
+                 '(down, outage, timeout, restart, dbfail)'),
+                (['--modes', 'delete', '--variants', 'dbfail'],
+                 '--variants dbfail has no fault of the delete mode '
+                 '(delete, down, outage, timeout, restart)')):
             e = self.assertRaises(SystemExit, explore.main, argv)
             self.assertEqual(2, e.code)
             self.assertIn(message, sys.stderr.getvalue())
