@@ -645,15 +645,15 @@ def _heal_ended_move(now, body, facts, placement, roots):
     mine = placement.consumer(now.server)
     theirs = {rp: a['resources']
               for rp, a in mine.get('allocations', {}).items()}
-    emptied = {
+    remainder = {
         'allocations': rest, 'consumer_generation':
         body.get('consumer_generation'),
         'project_id': body['project_id'], 'user_id': body['user_id']}
     if _tree(theirs, roots, target):
-        return placement.put(now.consumer, emptied)
+        return placement.put(now.consumer, remainder)
     theirs.update(here)
     return placement.post({
-        now.consumer: emptied,
+        now.consumer: remainder,
         now.server: {
             'allocations': {rp: {'resources': res}
                             for rp, res in theirs.items()},

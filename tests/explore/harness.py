@@ -411,13 +411,8 @@ class ExploreCase(base.NovaFixesTestMixin,
         :returns: whether the run goes on to the checks
         """
         tracker = self.tracker
-        tracker.arm(target=step, fault='timeout')
-        error = self._drive(OP_TIMEOUT, wait=True)
-        tracker.disarm()
-        if not tracker.reached.is_set():
-            self._outcome_.error('step not reached: the operation %s '
-                                 'without it' % ('ended (%s)' % error
-                                                 if error else 'ended'))
+        reached, error = self._drive_with_fault(step, 'timeout')
+        if not reached:
             return False
         if tracker.fault_applied != 'call':
             self._outcome_.result = 'N/A'
@@ -434,6 +429,22 @@ class ExploreCase(base.NovaFixesTestMixin,
         self.deleted.set()
         return self._retry_delete()
 
+    def _drive_with_fault(self, step, fault):
+        """The operation runs to its end with ``fault`` made at ``step``
+        (no hold): (whether the step was reached, the operation's error).
+        An unreached step is the outcome's error.
+        """
+        tracker = self.tracker
+        tracker.arm(target=step, fault=fault)
+        error = self._drive(OP_TIMEOUT, wait=True)
+        tracker.disarm()
+        if not tracker.reached.is_set():
+            self._outcome_.error('step not reached: the operation %s '
+                                 'without it' % ('ended (%s)' % error
+                                                 if error else 'ended'))
+            return False, error
+        return True, error
+
     def _dbfail(self, step):
         """Variant ``dbfail`` (survive mode): the first database write
         the thread of ``step`` makes from the step on (the API
@@ -444,13 +455,8 @@ class ExploreCase(base.NovaFixesTestMixin,
         :returns: whether the run goes on to the checks
         """
         tracker = self.tracker
-        tracker.arm(target=step, fault='dbfail')
-        error = self._drive(OP_TIMEOUT, wait=True)
-        tracker.disarm()
-        if not tracker.reached.is_set():
-            self._outcome_.error('step not reached: the operation %s '
-                                 'without it' % ('ended (%s)' % error
-                                                 if error else 'ended'))
+        reached, error = self._drive_with_fault(step, 'dbfail')
+        if not reached:
             return False
         if tracker.fault_applied is None:
             self._outcome_.result = 'N/A'

@@ -206,15 +206,20 @@ class HealTest(_AuditTestBase):
         self.assertEqual([], self.run_audit().wrong())
         self.assert_survivor(server, host)
 
+    def _on_shared_storage(self, server, host):
+        """The server's flavor with its disk on a new provider of shared
+        storage and the rest on ``host``: {provider: resources}.
+        """
+        flavor = dict(self._flavor_resources(server['flavor']))
+        return {self._sharing_provider(): {'DISK_GB': flavor.pop('DISK_GB')},
+                self._get_provider_uuid_by_host(host): flavor}
+
     def test_disk_on_a_sharing_provider_is_right(self):
         """A server whose disk is on shared storage holds its node and the
         sharing provider: right, and heal writes nothing.
         """
         server, host = self._server()
-        shared = self._sharing_provider()
-        flavor = dict(self._flavor_resources(server['flavor']))
-        held = {shared: {'DISK_GB': flavor.pop('DISK_GB')},
-                self._get_provider_uuid_by_host(host): flavor}
+        held = self._on_shared_storage(server, host)
         self.put_allocations(server['id'], held, server['tenant_id'],
                              server['user_id'])
         report = self.run_audit(heal=True)
@@ -227,10 +232,8 @@ class HealTest(_AuditTestBase):
         """
         server, host = self._server()
         other = 'host2' if host == 'host1' else 'host1'
-        shared = self._sharing_provider()
-        flavor = dict(self._flavor_resources(server['flavor']))
-        disk = {'DISK_GB': flavor.pop('DISK_GB')}
-        right = {shared: disk, self._get_provider_uuid_by_host(host): flavor}
+        right = self._on_shared_storage(server, host)
+        flavor = right[self._get_provider_uuid_by_host(host)]
         self.put_allocations(
             server['id'],
             dict(right, **{self._get_provider_uuid_by_host(other): flavor}),
@@ -249,10 +252,7 @@ class HealTest(_AuditTestBase):
         """
         server, host = self._server()
         other = 'host2' if host == 'host1' else 'host1'
-        shared = self._sharing_provider()
-        flavor = dict(self._flavor_resources(server['flavor']))
-        held = {shared: {'DISK_GB': flavor.pop('DISK_GB')},
-                self._get_provider_uuid_by_host(other): flavor}
+        held = self._on_shared_storage(server, other)
         self.put_allocations(server['id'], held, server['tenant_id'],
                              server['user_id'])
         report = self.run_audit(heal=True)
