@@ -632,8 +632,13 @@ def _heal_ended_move(now, body, facts, placement, roots):
     """The migration of a move that is over holds what its server uses on
     the node its guest runs on: given to the server in one request, with
     both consumers' generations, if the server holds nothing in that
-    node's tree; else only removed from the migration. The rest of what
-    either holds stays, for its own verdict.
+    node's tree, or if the migration holds there exactly the flavor the
+    server uses and the server something else, on the node's root
+    provider only (a resize on the same host that failed before its
+    finish: the server holds the new flavor's claim, its guest the old
+    flavor, as the resource tracker's correction decides too); else only
+    removed from the migration. The
+    rest of what either holds stays, for its own verdict.
 
     :returns: True once written, False on a generation conflict
     """
@@ -649,8 +654,14 @@ def _heal_ended_move(now, body, facts, placement, roots):
         'allocations': rest, 'consumer_generation':
         body.get('consumer_generation'),
         'project_id': body['project_id'], 'user_id': body['user_id']}
-    if _tree(theirs, roots, target):
-        return placement.put(now.consumer, remainder)
+    server_here = _tree(theirs, roots, target)
+    if server_here:
+        used = {rc: n for rc, n in _flavor_resources(inst).items() if n}
+        if (here != {target: used} or set(server_here) != {target} or
+                server_here == here):
+            return placement.put(now.consumer, remainder)
+        theirs = {rp: res for rp, res in theirs.items()
+                  if rp not in server_here}
     theirs.update(here)
     return placement.post({
         now.consumer: remainder,

@@ -69,6 +69,8 @@ HEAL_TARGETS = (
                     services=('manage',)),
     registry.Target(PC + '_heal_ended_move', DROPIN + '_heal_ended_move',
                     new=True, services=('manage',)),
+    registry.Target(PC + '_replaces_a_claim', DROPIN + '_replaces_a_claim',
+                    new=True, services=('manage',)),
 )
 
 #: The nova-manage documentation of the audit, and what --heal adds to it.
@@ -217,20 +219,24 @@ This adds --heal. After the audit's pass, a second pass over the same
 providers heals each misplaced consumer of a compute node: a live
 server's allocations on the node are removed and, if it then holds
 nothing on its own node, its flavor is put there; a migration's are
-given to its server in one request for both consumers, or removed if
-the server holds that node already. The consumers' allocations and
-their generations are read first and the verdict is made again on
-records read after them; every write requires those generations, so
-that a claim written meanwhile (a build's, a move's) makes placement
-refuse the write and the consumer is read again, up to three times:
-nothing is overwritten. Claims in flight stay left alone, as without
---heal. A server whose flavor needs resources of nested providers is
-left to heal_allocations, and so is one holding such resources (a
-port's bandwidth on a child provider) on the other node and nothing on
-its own, which its flavor alone would not put back; a sharing
-provider's consumers are not looked at. It costs nothing without
---heal; with it, the providers' allocations are read again, plus a few
-requests per misplaced consumer.
+given to its server in one request for both consumers, or removed if the
+server holds that node already; but if the migration holds there exactly
+the flavor the server uses and the server something else, on one
+provider (a resize on the same host that failed before its finish: the
+server holds the new flavor's claim), the migration's replace the
+server's, as the resource tracker's periodic correction decides. The
+consumers' allocations and their generations are read first and the
+verdict is made again on records read after them; every write requires
+those generations, so that a claim written meanwhile (a build's, a
+move's) makes placement refuse the write and the consumer is read again,
+up to three times: nothing is overwritten. Claims in flight stay left
+alone, as without --heal. A server whose flavor needs resources of
+nested providers is left to heal_allocations, and so is one holding such
+resources (a port's bandwidth on a child provider) on the other node and
+nothing on its own, which its flavor alone would not put back; a sharing
+provider's consumers are not looked at. It costs nothing without --heal;
+with it, the providers' allocations are read again, plus a few requests
+per misplaced consumer.
 
 Return codes: 4 when something was healed, 1 when a write failed."""
 

@@ -231,6 +231,27 @@ class HealTest(_ManageAuditTestBase):
         self.assertIn('moved to its server', out)
         self.assert_survivor(server, host)
 
+    def test_heal_same_host_resize_claim(self):
+        """What a resize on the same host whose prep_resize failed while
+        placement was unreachable leaves: the server holds the new
+        flavor's claim on its node, the migration ('error') the flavor
+        its guest uses. The migration's replace the server's.
+        """
+        server = self._create_server(networks='none')
+        host = server['OS-EXT-SRV-ATTR:host']
+        rp = self._get_provider_uuid_by_host(host)
+        self.ended_migration(server, host, host, 'error')
+        self.put_allocations(uuids.migration, {
+            rp: self._flavor_resources(server['flavor'])},
+            *self.owner(server))
+        self.put_allocations(server['id'], {
+            rp: {'VCPU': 2, 'MEMORY_MB': 1024, 'DISK_GB': 1}},
+            *self.owner(server))
+        result, out = self.placement_audit(delete=False, heal=True)
+        self.assertEqual(4, result, out)
+        self.assertIn('moved to its server', out)
+        self.assert_survivor(server, host)
+
     def test_heal_move_rolled_back_on_its_source(self):
         """What a cold migration whose source stopped leaves on vanilla
         nova: the server holds the destination, the migration ('error')

@@ -192,6 +192,81 @@ class PlacedTestCase(testtools.TestCase):
         self.assertIn('sharing providers', why)
 
 
+class HealEndedMoveTestCase(testtools.TestCase):
+    """What heal writes for the migration of a move that is over holding
+    its server's node (audit._heal_ended_move).
+    """
+
+    def setUp(self):
+        super(HealEndedMoveTestCase, self).setUp()
+        inst = instance()
+        inst.project_id, inst.user_id = 'project', 'user'
+        self.facts = facts([inst], [migration(status='error')])
+        self.useFixture(fixtures.MockPatch(
+            'nova_fixes.audit._flavor_resources',
+            side_effect=lambda inst: dict(FLAVOR, DISK_GB=0)))
+        self.placement = mock.Mock()
+        self.placement.put.return_value = True
+        self.placement.post.return_value = True
+        self.body = {'consumer_generation': 3, 'project_id': 'project',
+                     'user_id': 'user'}
+
+    def heal(self, migration_holds, server_holds):
+        self.placement.consumer.return_value = {
+            'allocations': {rp: {'resources': res}
+                            for rp, res in server_holds.items()},
+            'consumer_generation': 7}
+        now = audit.Verdict('mig', audit.MISPLACED, 'over',
+                            held=migration_holds, kind='migration',
+                            server='inst', target={})
+        return audit._heal_ended_move(now, self.body, self.facts,
+                                      self.placement, ROOTS)
+
+    def test_given_to_a_server_holding_nothing_there(self):
+        self.assertTrue(self.heal({RP1: FLAVOR}, {RP2: FLAVOR}))
+        self.placement.put.assert_not_called()
+        self.placement.post.assert_called_once_with({
+            'mig': {'allocations': {}, 'consumer_generation': 3,
+                    'project_id': 'project', 'user_id': 'user'},
+            'inst': {'allocations': {RP1: {'resources': FLAVOR},
+                                     RP2: {'resources': FLAVOR}},
+                     'consumer_generation': 7, 'project_id': 'project',
+                     'user_id': 'user'}})
+
+    def test_removed_when_the_server_holds_its_flavor_there(self):
+        self.assertTrue(self.heal({RP1: {'VCPU': 2, 'MEMORY_MB': 1024}},
+                                  {RP1: FLAVOR}))
+        self.placement.post.assert_not_called()
+        self.placement.put.assert_called_once_with('mig', {
+            'allocations': {}, 'consumer_generation': 3,
+            'project_id': 'project', 'user_id': 'user'})
+
+    def test_same_host_resize_not_finished_replaces_the_claim(self):
+        # The server holds the new flavor's claim, the migration the old
+        # flavor its guest still uses: the migration's replaces it.
+        bigger = {'VCPU': 2, 'MEMORY_MB': 1024}
+        self.assertTrue(self.heal({RP1: FLAVOR},
+                                  {RP1: bigger, RP2: {'VCPU': 1}}))
+        self.placement.put.assert_not_called()
+        written = self.placement.post.call_args[0][0]
+        self.assertEqual({RP1: {'resources': FLAVOR},
+                          RP2: {'resources': {'VCPU': 1}}},
+                         written['inst']['allocations'])
+        self.assertEqual(7, written['inst']['consumer_generation'])
+        self.assertEqual({}, written['mig']['allocations'])
+
+    def test_nested_resources_of_the_server_are_not_replaced(self):
+        # What the server holds on a nested provider of its node the
+        # migration would not put back: the migration only loses it.
+        self.assertTrue(self.heal({RP1: FLAVOR},
+                                  {RP1: {'VCPU': 2, 'MEMORY_MB': 1024},
+                                   'rp-vgpu': {'VGPU': 1}}))
+        self.placement.post.assert_not_called()
+        self.placement.put.assert_called_once_with('mig', {
+            'allocations': {}, 'consumer_generation': 3,
+            'project_id': 'project', 'user_id': 'user'})
+
+
 class ShelvedOffloadedTestCase(testtools.TestCase):
     """A shelved offloaded server holds nothing, whatever its host (the
     offload clears the host after it has recorded the vm state).

@@ -543,7 +543,8 @@ def _heal_ended_move(self, ctxt, placement, instance, migration, held,
             for rp, alloc in held['allocations'].items() if rp not in tree}
     mine = {rp: {'resources': alloc['resources']}
             for rp, alloc in server.get('allocations', {}).items()}
-    if tree & set(mine):
+    if tree & set(mine) and not self._replaces_a_claim(instance, here,
+                                                       mine, tree):
         payload = {'allocations': rest,
                    'consumer_generation': held['consumer_generation'],
                    'project_id': held['project_id'],
@@ -552,6 +553,7 @@ def _heal_ended_move(self, ctxt, placement, instance, migration, held,
             return None, _('placement did not accept the allocations')
         return True, _('removed: its server %s holds this node') % (
             instance.uuid)
+    mine = {rp: alloc for rp, alloc in mine.items() if rp not in tree}
     mine.update(here)
     body = {
         migration.uuid: {
@@ -577,3 +579,30 @@ def _heal_ended_move(self, ctxt, placement, instance, migration, held,
     if resp.status_code != 204:
         return None, resp.text
     return True, _('moved to its server %s') % instance.uuid
+
+
+def _replaces_a_claim(self, instance, here, mine, tree):
+    """Added to PlacementCommands.
+
+    Whether the migration of a move that is over, holding ``here`` in
+    the tree of the node its server runs on, holds there exactly the
+    flavor the server uses, while the server holds something else on
+    one provider of that tree only: a resize on the same host that
+    failed before its finish (the server holds the new flavor's claim,
+    its guest the old flavor). The migration's part then replaces the
+    server's, as the resource tracker's correction decides too. A
+    server holding more than one provider of the tree (a port's
+    bandwidth on a child provider) is not: the migration only loses its
+    part.
+    """
+    held_here = {rp: alloc['resources'] for rp, alloc in mine.items()
+                 if rp in tree}
+    if len(held_here) != 1 or set(here) != set(held_here):
+        return False
+    rp, = here
+    if held_here[rp] == here[rp]['resources']:
+        return False
+    used = {rc: amount for rc, amount in
+            scheduler_utils.resources_from_flavor(
+                instance, instance.flavor).items() if amount}
+    return here[rp]['resources'] == used

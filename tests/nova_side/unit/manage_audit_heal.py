@@ -280,6 +280,40 @@ class TestPlacementAuditHeal(test.NoDBTestCase):
                 'consumer_generation': 3, 'project_id': 'p',
                 'user_id': 'u'})
 
+    def test_ended_move_replaces_a_same_host_resize_claim(self):
+        # The server holds the new flavor's claim on its node, the
+        # migration the old flavor its guest uses: the migration's
+        # replace it.
+        self.instance.flavor = objects.Flavor(
+            vcpus=1, memory_mb=512, root_gb=1, ephemeral_gb=0, swap=0,
+            extra_specs={})
+        self.placement.post.return_value = mock.Mock(status_code=204)
+        done = self._ended_move(self._held(
+            {uuidsentinel.cn: {'VCPU': 2, 'MEMORY_MB': 1024, 'DISK_GB': 1},
+             uuidsentinel.far: {'VCPU': 1}}, 9))
+        self.assertTrue(done[0])
+        self.placement.put_allocations.assert_not_called()
+        body = self.placement.post.call_args[0][1]
+        self.assertEqual(
+            {uuidsentinel.cn: {'resources': FLAVOR},
+             uuidsentinel.far: {'resources': {'VCPU': 1}}},
+            body[uuidsentinel.instance]['allocations'])
+        self.assertEqual(9, body[uuidsentinel.instance]['consumer_generation'])
+
+    def test_ended_move_of_another_flavor_only_removed(self):
+        # The migration holds what the server's flavor does not ask: it
+        # only loses its part.
+        self.instance.flavor = objects.Flavor(
+            vcpus=4, memory_mb=2048, root_gb=1, ephemeral_gb=0, swap=0,
+            extra_specs={})
+        self.placement.put_allocations.return_value = True
+        done = self._ended_move(self._held(
+            {uuidsentinel.cn: {'VCPU': 2, 'MEMORY_MB': 1024, 'DISK_GB': 1}},
+            9))
+        self.assertTrue(done[0])
+        self.placement.post.assert_not_called()
+        self.placement.put_allocations.assert_called_once()
+
     def test_ended_move_conflict_read_again(self):
         self.placement.post.return_value = mock.Mock(
             status_code=409, text='consumer generation conflict')

@@ -164,7 +164,7 @@ class HealMisplacedServerTestCase(testtools.TestCase):
 
 class HealEndedMoveTestCase(testtools.TestCase):
 
-    def _heal(self, server, status=204):
+    def _heal(self, server, status=204, tree=None):
         placement = mock.Mock()
         placement.post.return_value = mock.Mock(
             status_code=status, text='consumer generation conflict')
@@ -172,9 +172,15 @@ class HealEndedMoveTestCase(testtools.TestCase):
         instance = mock.Mock(uuid='inst', project_id='p', user_id='u')
         migration = mock.Mock(uuid='mig')
         ctxt = mock.Mock(global_id='req')
-        done = manage._heal_ended_move(
-            None, ctxt, placement, instance, migration,
-            held({'cn': FLAVOR, 'other': {'VCPU': 1}}, 4), server, {'cn'})
+        commands = mock.Mock()
+        commands._replaces_a_claim.side_effect = (
+            lambda *args: manage._replaces_a_claim(commands, *args))
+        with mock.patch('nova.scheduler.utils.resources_from_flavor',
+                        return_value=dict(FLAVOR, DISK_GB=1)):
+            done = manage._heal_ended_move(
+                commands, ctxt, placement, instance, migration,
+                held({'cn': FLAVOR, 'other': {'VCPU': 1}}, 4), server,
+                tree or {'cn'})
         return done, placement
 
     def test_given_to_a_server_holding_nothing_here(self):
@@ -198,6 +204,25 @@ class HealEndedMoveTestCase(testtools.TestCase):
                 'allocations': {'other': {'resources': {'VCPU': 1}}},
                 'consumer_generation': 4, 'project_id': 'p',
                 'user_id': 'u'})
+
+    def test_same_host_resize_claim_replaced(self):
+        # The server holds the new flavor's claim on the node, the
+        # migration the flavor its guest uses.
+        done, placement = self._heal(held({'cn': {'VCPU': 2},
+                                           'far': {'VCPU': 1}}, 7))
+        self.assertTrue(done[0])
+        placement.put_allocations.assert_not_called()
+        body = placement.post.call_args[0][1]
+        self.assertEqual({'far': {'resources': {'VCPU': 1}},
+                          'cn': {'resources': FLAVOR}},
+                         body['inst']['allocations'])
+
+    def test_server_holding_nested_resources_not_replaced(self):
+        done, placement = self._heal(held({'cn': {'VCPU': 2},
+                                           'child': {'VGPU': 1}}, 7),
+                                     tree={'cn', 'child'})
+        self.assertTrue(done[0])
+        placement.post.assert_not_called()
 
     def test_conflict_raises_to_be_read_again(self):
         self.assertRaises(exception.AllocationUpdateFailed, self._heal,
