@@ -40,6 +40,8 @@ TARGETS = (
                     services=('compute',)),
     registry.Target(RT + '_ended_migration', DROPIN + '_ended_migration',
                     new=True, services=('compute',)),
+    registry.Target(RT + '_abandoned_move', DROPIN + '_abandoned_move',
+                    new=True, services=('compute',)),
     registry.Target(RT + '_settled_instance', DROPIN + '_settled_instance',
                     new=True, services=('compute',)),
     registry.Target(RT + '_correct_ended_move',
@@ -99,21 +101,31 @@ unshelve leaves a server with no host to run on (ERROR, or
 SHELVED_OFFLOADED) holding the scheduler's claim; a resize on the same
 host whose prep_resize fails leaves the instance holding the new
 flavor's claim and the migration the old flavor its guest uses; a cold
-migration or
-resize whose finish_resize fails on the destination leaves the server
-there in ERROR and the migration holding the source, which that
-failure's handler could not remove. Once placement is back, the
+migration or resize whose finish_resize fails on the destination leaves
+the server there in ERROR and the migration holding the source, which
+that failure's handler could not remove. Once placement is back, the
 resource tracker's periodic skips the migration ('error' migrations are
 loaded with the moves in progress) and only warns about the instance
-consumer on the destination; the quota counted from placement counts
-the flavor twice.
+consumer on the destination; the quota counted from placement counts the
+flavor twice.
+
+A move can also stop with nothing to end it: the destination's
+prep_resize fails before its body runs (the write of its instance action
+event fails: the cell database was briefly gone) and reverts_task_state
+clears the task state, or the prep_resize cast is lost and the source's
+init_host clears the task state RESIZE_PREP at its restart. The server
+lives on its source, ACTIVE with no task state, but its migration stays
+'pre-migrating' for ever, holding the source's allocations, and the
+instance consumer keeps the destination's claim. The resource tracker
+takes it for a move in progress.
 
 This adds functional regression tests that take placement down as the
 conductor asks the scheduler for a host, as the destination prepares or
 finishes the resize, as the compute builds, offloads or unshelves the
 server, bring it back, run the periodics and check what the server
-holds. They assert what is left under a FIXME; the change that fixes it
-flips them."""
+holds; and tests that fail the prep_resize event's write or lose its
+cast, then run the periodics an hour later. They assert what is left
+under a FIXME; the change that fixes it flips them."""
 
 FIX_MESSAGE = """\
 ResourceTracker._remove_deleted_instances_allocations skipped every
@@ -160,7 +172,19 @@ as before otherwise:
   the instance's host and node the destination's, the move's instance
   action with a failed compute_finish_resize event), not the driver:
   the source keeps its powered-off guest until the move is confirmed.
-  A revert that failed on the destination is not one and is left.
+  A revert that failed on the destination is not one and is left;
+- a migration consumer of a move nothing will end: its migration still
+  in progress, its instance with no task state and not resized, both
+  records unchanged for ABANDONED_AFTER seconds (five minutes). Every
+  move sets a task state before its migration exists and keeps one
+  until it ends, but for VERIFY_RESIZE; such a move stopped when one
+  of its RPC handlers failed before its body ran (reverts_task_state
+  cleared the task state) or when init_host cleared RESIZE_PREP at a
+  restart. The migration is recorded 'error' and its allocations are
+  then corrected as above. The grace covers a move's last steps (a live
+  migration's destination clears the task state just before its source
+  records the migration completed); the instance is read only for a
+  migration unchanged for that long.
 
 The writes name the consumer generations read, so that an operation
 that starts meanwhile makes placement refuse them and the next run looks
@@ -210,6 +234,15 @@ FIX = registry.Fix(
                 ('test_resize_prep_resize_fails',
                  'test_stale_moves.SameHostResizeWithoutPlacementTest.'
                  'test_resize_prep_resize_fails'),
+                ('test_cold_migration_prep_resize_event_fails',
+                 'test_stale_moves.AbandonedMoveTest.'
+                 'test_cold_migration_prep_resize_event_fails'),
+                ('test_resize_prep_resize_event_fails',
+                 'test_stale_moves.AbandonedMoveTest.'
+                 'test_resize_prep_resize_event_fails'),
+                ('test_source_restarts_after_the_cast_was_lost',
+                 'test_stale_moves.AbandonedMoveTest.'
+                 'test_source_restarts_after_the_cast_was_lost'),
             )),
     ),
     notes=NOTES,

@@ -31,7 +31,16 @@ consumer on the destination. The race explorer's survive mode finds the
 same at almost every step of every move (the outage fault).
 """
 
+import datetime
+import threading
+from unittest import mock
+
+from oslo_db import exception as db_exc
+from oslo_utils import timeutils
+
 from nova.compute import manager as compute_manager
+from nova import context as nova_context
+from nova import objects
 from nova.scheduler.client import query
 from nova.tests.functional import integrated_helpers
 
@@ -301,3 +310,157 @@ class SameHostResizeWithoutPlacementTest(_StaleMoveTestBase):
                                  'ERROR')
         self.placement_back(state)
         self.assert_healed(server)
+
+
+class _AbandonedMoveTestBase(_StaleMoveTestBase):
+    """A move abandoned by a failed database write, and time passing."""
+
+    def prep_resize_event_fails(self, action):
+        failed = threading.Event()
+        original = objects.InstanceActionEvent.event_start
+
+        def event_start(cls, ctxt, instance_uuid, event_name, *args,
+                        **kwargs):
+            # stub_out keeps it a classmethod, as nova's is.
+            if event_name == 'compute_prep_resize' and not failed.is_set():
+                failed.set()
+                raise db_exc.DBConnectionError('the cell database is gone')
+            return original(ctxt, instance_uuid, event_name, *args,
+                            **kwargs)
+
+        self.stub_out('nova.objects.InstanceActionEvent.event_start',
+                      event_start)
+        self.api.post_server_action(self.server['id'], action)
+        self.assertTrue(failed.wait(TIMEOUT), 'prep_resize never started')
+        server = self._wait_for_server_parameter(
+            self.server, {'status': 'ACTIVE', 'OS-EXT-STS:task_state': None,
+                          'OS-EXT-SRV-ATTR:host': self.source})
+        migration, = self.migrations_of(server)
+        self.assertEqual('pre-migrating', migration.status)
+        return server
+
+    def migrations_of(self, server):
+        return objects.MigrationList.get_by_filters(
+            nova_context.get_admin_context(), {'instance_uuid': server['id']})
+
+    def an_hour_later(self):
+        """Time as the services see it an hour later, until the returned
+        callable puts it back.
+        """
+        later = timeutils.utcnow() + datetime.timedelta(hours=1)
+        clock = mock.patch('oslo_utils.timeutils.utcnow',
+                           return_value=later)
+        clock.start()
+        self.addCleanup(clock.stop)
+        return clock.stop
+
+    def assert_abandoned_move_healed(self, server):
+        back = self.an_hour_later()
+        self.assert_survivor(server, self.source, right_away=False)
+        back()
+        self.delete_server_and_wait(server)
+        self.assert_server_left_nothing(server)
+
+
+class AbandonedMoveTest(_AbandonedMoveTestBase):
+    """A move that nothing will end: the destination's prep_resize fails
+    before its body runs, because the write of its instance action event
+    fails (the cell database is briefly gone). nova's reverts_task_state
+    clears the task state; nothing records the migration over. The
+    server lives on its source, ACTIVE, but the migration stays
+    'pre-migrating' holding the source's allocations, and the instance
+    consumer holds the destination's claim (the conductor's swap), for
+    as long as the server lives. On vanilla nova (checked on 34.0.0) the
+    resource tracker's periodic takes the migration for a move in
+    progress and leaves both. The race explorer's survive mode with its
+    dbfail fault finds it at the start of every compute RPC handler of a
+    move.
+
+    The periodic takes such a move for abandoned once the migration and
+    its instance have been left unchanged for a grace (five minutes):
+    the check runs an hour later.
+    """
+
+    def test_cold_migration_prep_resize_event_fails(self):
+        server = self.prep_resize_event_fails({'migrate': None})
+        self.assert_abandoned_move_healed(server)
+
+    def test_resize_prep_resize_event_fails(self):
+        bigger = self._create_flavor(vcpu=2, memory_mb=1024, disk=1,
+                                     ephemeral=0)
+        server = self.prep_resize_event_fails(
+            {'resize': {'flavorRef': bigger}})
+        self.assert_abandoned_move_healed(server)
+
+    def test_source_restarts_after_the_cast_was_lost(self):
+        # The conductor swapped the allocations and cast prep_resize to
+        # the destination, which never got it (the message was lost);
+        # the source compute restarts and its init_host clears the task
+        # state RESIZE_PREP, as nova does for a move it takes for not
+        # started. The migration stays 'pre-migrating'.
+        lost = threading.Event()
+
+        def prep_resize(manager, *args, **kwargs):
+            lost.set()
+
+        self.stub_out('nova.compute.manager.ComputeManager.prep_resize',
+                      prep_resize)
+        self.api.post_server_action(self.server['id'], {'migrate': None})
+        self.assertTrue(lost.wait(TIMEOUT), 'prep_resize was never cast')
+        self.computes[self.source] = self.restart_compute_service(
+            self.computes[self.source])
+        server = self._wait_for_server_parameter(
+            self.server, {'status': 'ACTIVE', 'OS-EXT-STS:task_state': None,
+                          'OS-EXT-SRV-ATTR:host': self.source})
+        migration, = self.migrations_of(server)
+        self.assertEqual('pre-migrating', migration.status)
+        self.assert_abandoned_move_healed(server)
+
+
+class AbandonedMoveNoRegressionTest(_AbandonedMoveTestBase):
+    """No regression: within the grace, the periodic takes the same move
+    for one in progress and leaves it; a move whose server has a task
+    state is never abandoned, however long it has been.
+    """
+
+    recreates = False
+
+    def test_left_within_the_grace(self):
+        server = self.prep_resize_event_fails({'migrate': None})
+        migration, = self.migrations_of(server)
+        before = self._get_allocations_by_server_uuid(migration.uuid)
+        self.assertEqual([self._get_provider_uuid_by_host(self.source)],
+                         list(before))
+        self._run_periodics()
+        self.assertEqual(before, self._get_allocations_by_server_uuid(
+            migration.uuid))
+        migration, = self.migrations_of(server)
+        self.assertEqual('pre-migrating', migration.status)
+
+    def test_left_while_its_server_has_a_task_state(self):
+        # The destination's prep_resize does not start for an hour: the
+        # server keeps its task state, the move is in progress.
+        started = threading.Event()
+        go_on = threading.Event()
+        original = compute_manager.ComputeManager.prep_resize
+
+        def held(manager, *args, **kwargs):
+            started.set()
+            go_on.wait(TIMEOUT)
+            return original(manager, *args, **kwargs)
+
+        self.stub_out('nova.compute.manager.ComputeManager.prep_resize',
+                      held)
+        self.api.post_server_action(self.server['id'], {'migrate': None})
+        self.assertTrue(started.wait(TIMEOUT), 'prep_resize never started')
+        before = self._all_allocations()
+        back = self.an_hour_later()
+        self._run_periodics()
+        back()
+        self.assertEqual(before, self._all_allocations())
+        migration, = self.migrations_of(self.server)
+        self.assertEqual('pre-migrating', migration.status)
+        go_on.set()
+        server = self._wait_for_state_change(self.server, 'VERIFY_RESIZE')
+        server = self._confirm_resize(server)
+        self.assert_survivor(server, self.target)

@@ -21,6 +21,7 @@ warns, as nova does.
 
 from keystoneauth1 import exceptions as ks_exc
 from oslo_log import log as logging
+from oslo_utils import timeutils
 
 from nova.compute import instance_actions
 from nova.compute import utils as compute_utils
@@ -39,6 +40,11 @@ ENDED_MIGRATION_STATUSES = ('confirmed', 'reverted', 'error', 'failed',
 #: destination, and the event its failure records there.
 FINISHED_MOVE_ACTIONS = (instance_actions.MIGRATE, instance_actions.RESIZE)
 FINISH_EVENT = 'compute_finish_resize'
+#: Seconds for which a migration nova records in progress, and its
+#: instance with no task state, must have been left unchanged before the
+#: periodic takes the move for abandoned (_abandoned_move): a move's last
+#: steps clear the task state just before they end the migration.
+ABANDONED_AFTER = 300
 
 
 def _remove_deleted_instances_allocations(self, context, cn,
@@ -89,9 +95,11 @@ def _remove_deleted_instances_allocations(self, context, cn,
             migration = next(m for m in migrations
                              if 'uuid' in m and m.uuid == consumer_uuid)
             if ('status' in migration and
-                    migration.status in ENDED_MIGRATION_STATUSES):
-                # NOTE(stale moves): a move that ended in error and did
-                # not give its allocations back.
+                    (migration.status in ENDED_MIGRATION_STATUSES or
+                     self._abandoned_move(context, migration))):
+                # NOTE(stale moves): a move that ended in error, or that
+                # nothing will end, and did not give its allocations
+                # back.
                 self._correct_ended_move(context, cn, migration,
                                          migrations, alloc)
                 continue
@@ -224,6 +232,73 @@ def _ended_migration(self, context, consumer_uuid):
     if migration.status not in ENDED_MIGRATION_STATUSES:
         return None
     return migration
+
+
+def _abandoned_move(self, context, migration):
+    """Added to ResourceTracker (stale moves).
+
+    Whether ``migration``, which nova records in progress and which
+    holds this node, belongs to a move that nothing will end; if so it
+    is recorded 'error' here, so that its allocations are corrected as
+    those of a move that is over (_correct_ended_move).
+
+    Every move sets its instance's task state before its migration is
+    created and keeps one until it ends, but for VERIFY_RESIZE (and the
+    confirm the API starts from it): a migration still in progress
+    whose instance has no task state and is not resized belongs to a
+    move that stopped without ending it. An RPC handler of the move
+    failed before its body ran (the write of its instance action event
+    failed, and reverts_task_state cleared the task state), or its
+    source restarted in it and init_host cleared the task state
+    RESIZE_PREP without recording the migration over. The migration and
+    the instance must both have been left unchanged for ABANDONED_AFTER
+    seconds (a live migration's destination clears the task state just
+    before its source records the migration completed). One database
+    read, made only for a migration unchanged for that long; a failure
+    is logged and the next run looks again.
+    """
+    now = timeutils.utcnow().replace(tzinfo=None)
+
+    def unchanged(record):
+        # Seconds since the record last changed (0: no timestamp read).
+        for field in ('updated_at', 'created_at'):
+            if record.obj_attr_is_set(field) and getattr(record, field):
+                when = getattr(record, field).replace(tzinfo=None)
+                return (now - when).total_seconds()
+        return 0
+
+    if unchanged(migration) < ABANDONED_AFTER:
+        return False
+    try:
+        instance = objects.Instance.get_by_uuid(
+            context, migration.instance_uuid, expected_attrs=[])
+        if (instance.task_state is not None or instance.hidden or
+                instance.vm_state == vm_states.RESIZED or
+                unchanged(instance) < ABANDONED_AFTER):
+            return False
+        LOG.warning('Migration %s has been %s for %d s, and its instance '
+                    '(%s, no task state) unchanged for %d s: nothing will '
+                    'end its move. Recording it \'error\', so that its '
+                    'allocations are corrected as those of a move that '
+                    'is over.', migration.uuid, migration.status,
+                    unchanged(migration), instance.vm_state,
+                    unchanged(instance), instance=instance)
+        status = migration.status
+        migration.status = 'error'
+        try:
+            migration.save()
+        except Exception:
+            migration.status = status
+            raise
+        return True
+    except exception.InstanceNotFound:
+        # Deleted: the delete gives the move's allocations back.
+        return False
+    except Exception:
+        LOG.exception('Unable to decide whether migration %s was '
+                      'abandoned; the next periodic run looks again.',
+                      migration.uuid)
+        return False
 
 
 def _settled_instance(self, context, instance_uuid, migrations,

@@ -15,6 +15,7 @@ from unittest import mock
 
 from keystoneauth1 import exceptions as ks_exc
 from oslo_utils.fixture import uuidsentinel as uuids
+from oslo_utils import timeutils
 
 from nova.compute import task_states
 from nova.compute import utils as compute_utils
@@ -382,6 +383,108 @@ class TestStaleMoveAllocations(BaseTestCase):  # noqa: F821
         self.assertEqual(
             [mock.call.get_allocations_for_resource_provider(
                 self.ctx, self.cn.uuid)], self.rc.mock_calls)
+
+
+class TestAbandonedMoveAllocations(BaseTestCase):  # noqa: F821
+    """Tests for ResourceTracker._abandoned_move: a migration nova records
+    in progress whose move nothing will end.
+    """
+
+    ALLOC = {'resources': {'VCPU': 1, 'MEMORY_MB': 512}}
+
+    def setUp(self):
+        super(TestAbandonedMoveAllocations, self).setUp()
+        self._setup_rt()
+        self.cn = _COMPUTE_NODE_FIXTURES[0].obj_clone()  # noqa: F821
+        host, node = self.cn.host, self.cn.hypervisor_hostname
+        self.rt.compute_nodes[node] = self.cn
+        self.rc = self.rt.reportclient
+        self.ctx = mock.MagicMock()
+        long_ago = timeutils.utcnow() - datetime.timedelta(hours=1)
+        self.instance = objects.Instance(
+            uuid=uuids.instance, host=host, node=node,
+            vm_state=vm_states.ACTIVE, task_state=None, deleted=False,
+            hidden=False, updated_at=long_ago)
+        self.migration = objects.Migration(
+            uuid=uuids.migration, instance_uuid=uuids.instance,
+            status='pre-migrating', source_compute=host, source_node=node,
+            created_at=long_ago, updated_at=None)
+        self.driver_mock.instance_exists.return_value = True
+        # The conductor's swap: the instance holds the destination's claim.
+        self.rc.get_allocations_for_consumer.return_value = {
+            uuids.dest_node: self.ALLOC}
+        self.rc.get_allocations_for_resource_provider.return_value = (
+            report.ProviderAllocInfo(
+                allocations={uuids.migration: self.ALLOC}))
+        p = mock.patch('nova.objects.Instance.get_by_uuid',
+                       return_value=self.instance)
+        self.get_instance = p.start()
+        self.addCleanup(p.stop)
+        p = mock.patch('nova.objects.Migration.save')
+        self.save = p.start()
+        self.addCleanup(p.stop)
+
+    def _run(self):
+        self.rt._remove_deleted_instances_allocations(
+            self.ctx, self.cn, [self.migration], {})
+
+    def _assert_left(self):
+        self.save.assert_not_called()
+        self.assertEqual('pre-migrating', self.migration.status)
+        self.rc.move_allocations.assert_not_called()
+        self.rc.remove_provider_tree_from_instance_allocation.\
+            assert_not_called()
+
+    @mock.patch.object(compute_utils, 'delete_allocations_if_deleted')
+    def test_abandoned_move_ended_and_given_back(self, if_deleted):
+        self._run()
+        self.assertEqual('error', self.migration.status)
+        self.save.assert_called_once_with()
+        self.rc.move_allocations.assert_called_once_with(
+            self.ctx, uuids.migration, uuids.instance)
+
+    def test_recently_changed_migration_costs_nothing(self):
+        self.migration.updated_at = timeutils.utcnow()
+        self._run()
+        self.get_instance.assert_not_called()
+        self._assert_left()
+
+    def test_migration_without_timestamps_left_alone(self):
+        self.migration = objects.Migration(
+            uuid=uuids.migration, instance_uuid=uuids.instance,
+            status='pre-migrating')
+        self._run()
+        self.get_instance.assert_not_called()
+        self.rc.move_allocations.assert_not_called()
+
+    def test_recently_changed_instance_left_alone(self):
+        self.instance.updated_at = timeutils.utcnow()
+        self._run()
+        self._assert_left()
+
+    def test_instance_in_motion_never_abandoned(self):
+        for field, value in (('task_state', task_states.RESIZE_PREP),
+                             ('vm_state', vm_states.RESIZED),
+                             ('hidden', True)):
+            instance = self.instance.obj_clone()
+            setattr(instance, field, value)
+            self.get_instance.return_value = instance
+            self._run()
+        self._assert_left()
+
+    def test_deleted_instance_left_to_its_delete(self):
+        self.get_instance.side_effect = exc.InstanceNotFound(
+            instance_id=uuids.instance)
+        self._run()
+        self._assert_left()
+
+    @mock.patch('nova.compute.resource_tracker.LOG.exception')
+    def test_failed_write_decides_nothing(self, logged):
+        self.save.side_effect = Exception('the cell database is gone')
+        self._run()
+        self.assertTrue(logged.called)
+        self.assertEqual('pre-migrating', self.migration.status)
+        self.rc.move_allocations.assert_not_called()
 
 
 class TestUnhostedInstanceAllocations(BaseTestCase):  # noqa: F821
