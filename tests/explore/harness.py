@@ -45,11 +45,14 @@ polls the API (a user's view), every other wait is on the tracker.
 """
 
 import collections
+import datetime
 import threading
 import time
 import traceback
+from unittest import mock
 
 import fixtures
+from oslo_utils import timeutils
 
 from nova.cmd import manage
 from nova import context as nova_context
@@ -75,6 +78,10 @@ GATE_POLL = 0.2
 GATE_IDLE = 2
 #: Every manager method is a step (tracker.NOT_STEPS is ignored).
 ALL_ENTRIES = False
+#: How much later than the fault the survive mode runs nova's periodics:
+#: a server lives on after a fault, and the resource tracker takes a move
+#: that nothing will end for one after a grace of five minutes.
+LATER = datetime.timedelta(hours=1)
 
 
 class Stop(Exception):
@@ -533,7 +540,7 @@ class ExploreCase(base.NovaFixesTestMixin,
             return False
         self.operation.restore(self)
         self.settle()
-        self._survive()
+        self._survive(later=True)
         self.deleted.set()
         return self._retry_delete()
 
@@ -918,13 +925,17 @@ class ExploreCase(base.NovaFixesTestMixin,
 
     # -- the survivor property ------------------------------------------
 
-    def _survive(self):
+    def _survive(self, later=False):
         """The survivor property, once the fault has cleared: each
         service that died has run its init_host (it was restarted), and
         every compute runs one pass of its periodics (nova's
         update_available_resource, the reap of running deleted guests and,
-        where it exists, the orphan instances task). Then every server
-        that was not deleted:
+        where it exists, the orphan instances task). ``later`` (the
+        survive mode, after a fault): nova's update_available_resource
+        runs as the services would see it an hour later (LATER), when a
+        server has lived through the fault for a while; a move that
+        nothing will end is taken for one only after a grace. Then every
+        server that was not deleted:
 
         - holds exactly its flavor on the node where its guest runs, and
           nothing anywhere else; in VERIFY_RESIZE, the instance consumer
@@ -941,7 +952,13 @@ class ExploreCase(base.NovaFixesTestMixin,
         self._survivor_findings = ([], [], [])
         if self._outcome_.result in ('ERROR', 'N/A'):
             return
-        self._run_periodics()
+        if later:
+            when = timeutils.utcnow() + LATER
+            with mock.patch('oslo_utils.timeutils.utcnow',
+                            return_value=when):
+                self._run_periodics()
+        else:
+            self._run_periodics()
         self._run_cleanup_periodics()
         self.settle()
         leaks, wrong, stuck = self._survivor_findings
