@@ -333,7 +333,9 @@ def count(name, results):
     print('%s: %d passed, %d failed, %d skipped' % (
         name, passed, len(failed), len(skipped)))
     for test_id in failed:
-        print('  FAILED %s' % test_id)
+        # Why, in one line: CI keeps only the tail of a run's output.
+        why = _last_line(results[test_id].traceback or '')
+        print('  FAILED %s: %s' % (test_id, why[:300]))
     for test_id in skipped:
         print('  skipped %s' % test_id)
     return passed, len(failed), len(skipped)

@@ -325,6 +325,29 @@ class SummarizeTestCase(testtools.TestCase):
         self.assertIsNone(recreate.fixed_upstream(DELETED))
 
 
+class CountTestCase(testtools.TestCase):
+
+    def test_a_failure_says_why_in_one_line(self):
+        results = {
+            'a.ok': recreate.Outcome('success'),
+            'a.skipped': recreate.Outcome('skip'),
+            'a.failed': recreate.Outcome('fail', textwrap.dedent("""\
+                Traceback (most recent call last):
+                  File "x.py", line 1, in test
+                    self.assertEqual(1, 2)
+                testtools.matchers._impl.MismatchError: 1 != 2
+                """))}
+        out = io.StringIO()
+        with mock.patch('sys.stdout', out):
+            counted = recreate.count('suite', results)
+        self.assertEqual((1, 1, 1), counted)
+        self.assertEqual(
+            ['suite: 1 passed, 1 failed, 1 skipped',
+             '  FAILED a.failed: testtools.matchers._impl.MismatchError: '
+             '1 != 2',
+             '  skipped a.skipped'], out.getvalue().splitlines())
+
+
 class MainTestCase(testtools.TestCase):
     """A user's mistake: one line on stderr, exit 2, no traceback."""
 
